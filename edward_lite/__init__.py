@@ -1,0 +1,24 @@
+"""edward_lite: random-variable probabilistic programming on TensorFlow.
+
+Write a model as a Python function of random variables::
+
+    import edward_lite as ed
+
+    def model(x):
+      w = ed.Normal(0., 1., sample_shape=x.shape[-1], name="w")
+      return ed.Normal(tf.linalg.matvec(x, w), 1., name="y")
+
+and turn it into a log density (``ed.make_log_joint_fn``) or an inference
+target over unconstrained, chain-batched state (``ed.make_target``).
+"""
+
+from edward_lite import distributions
+from edward_lite.distributions import *  # pylint: disable=wildcard-import
+from edward_lite.distributions import as_random_variable, make_random_variable
+from edward_lite.programs import condition, do, make_log_joint_fn, make_value_setter
+from edward_lite.random_variable import RandomVariable
+from edward_lite.target import Target, make_target
+from edward_lite.tracing import (get_next_interceptor, get_next_tracer, interceptable,
+                                 interception, tape, trace, traceable)
+
+__version__ = "0.1.0"

@@ -1,0 +1,306 @@
+"""RandomVariable: a TFP distribution paired with a value that acts as a Tensor.
+
+``RandomVariable(distribution, sample_shape=(), value=None)`` holds
+
+* ``distribution`` -- any ``tfp.distributions.Distribution``;
+* ``sample_shape`` -- a ``tf.TensorShape`` ``S``;
+* ``value`` -- a Tensor of shape ``S + batch_shape + event_shape`` and dtype
+  ``distribution.dtype``, drawn as ``distribution.sample(S)`` when not given.
+
+Every Python operator, ``__getitem__`` and conversion to a Tensor act on the
+value, so a random variable can be used wherever TensorFlow expects a Tensor
+(``tf.convert_to_tensor``, ``tf.matmul``, Keras layers).  Unlike a Tensor it is
+hashable by identity (a dict key) while ``==`` still compares values
+element-wise, as in Edward2.
+
+A random variable is a ``CompositeTensor``: passed into a ``tf.function`` it
+stays a random variable inside (distribution parameters and value become
+graph inputs), and a new value of the same shape does not retrace.
+"""
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.framework import composite_tensor  # pylint: disable=g-direct-tensorflow-import
+
+__all__ = ["RandomVariable"]
+
+
+class DeferredValue:
+  """A value computed from the random variable's own distribution.
+
+  Internal protocol used by inference code that must see a variable's
+  distribution before it can choose its value (for example to map an
+  unconstrained state through the distribution's support bijector).  Passing
+  ``value=DeferredValue(fn)`` to a constructor makes the random variable call
+  ``fn(distribution)`` and use the result, checked like any other value.
+  """
+
+  def __init__(self, fn):
+    self.fn = fn
+
+  def __call__(self, distribution):
+    return self.fn(distribution)
+
+
+def _describe(name, distribution):
+  label = f"'{name}'" if name else f"of type {type(distribution).__name__}"
+  return f"random variable {label}"
+
+
+def expected_value_shape(distribution, sample_shape):
+  """Static shape ``sample_shape + batch_shape + event_shape``."""
+  return tf.TensorShape(sample_shape).concatenate(
+      distribution.batch_shape).concatenate(distribution.event_shape)
+
+
+def convert_value(value, distribution, sample_shape, name=None):
+  """Converts ``value`` to a Tensor valid for ``distribution``, or raises.
+
+  Tensors (and variables) must already have the distribution's dtype.  NumPy
+  arrays, Python scalars and lists are cast when no information is lost: any
+  real number to a floating dtype, integer-valued numbers to an integer dtype,
+  booleans to bool.  The shape must be compatible with
+  ``sample_shape + batch_shape + event_shape``.
+
+  Args:
+    value: Tensor-like value.
+    distribution: the ``tfd.Distribution`` the value belongs to.
+    sample_shape: ``tf.TensorShape`` of the random variable.
+    name: the random variable's name, used in error messages.
+
+  Returns:
+    A ``tf.Tensor`` (or the given ``tf.Variable``).
+
+  Raises:
+    TypeError: the dtype cannot hold the distribution's values.
+    ValueError: the shape does not match.
+  """
+  what = _describe(name, distribution)
+  dtype = tf.as_dtype(distribution.dtype)
+  if isinstance(value, RandomVariable):
+    value = value.value
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    if value.dtype.base_dtype != dtype:
+      raise TypeError(
+          f"Value for {what} has dtype {value.dtype.base_dtype.name}; its "
+          f"{type(distribution).__name__} distribution expects {dtype.name}.")
+    tensor = value
+  else:
+    tensor = tf.convert_to_tensor(_cast_numpy(value, dtype, what, distribution))
+  expected = expected_value_shape(distribution, sample_shape)
+  if not expected.is_compatible_with(tensor.shape):
+    raise ValueError(
+        f"Value for {what} has shape {tensor.shape.as_list()}; expected "
+        f"{expected.as_list()} (sample_shape {list(sample_shape)} + batch_shape "
+        f"{distribution.batch_shape.as_list()} + event_shape "
+        f"{distribution.event_shape.as_list()}).")
+  return tensor
+
+
+def _cast_numpy(value, dtype, what, distribution):
+  """Casts a NumPy-convertible value to ``dtype`` only when nothing is lost."""
+  try:
+    array = np.asarray(value)
+  except Exception as e:  # ragged lists and the like
+    raise TypeError(f"Value for {what} cannot be converted to an array: {e}") from e
+  kind = array.dtype.kind
+  target = dtype.as_numpy_dtype
+  dist = type(distribution).__name__
+  if dtype.is_floating:
+    ok = kind in "fiub"
+  elif dtype.is_integer:
+    ok = kind in "iub" or (kind == "f" and np.all(np.isfinite(array)) and
+                           np.all(array == np.round(array)))
+  elif dtype.is_bool:
+    ok = kind == "b"
+  elif dtype.is_complex:
+    ok = kind in "fiubc"
+  else:
+    ok = False
+  if not ok:
+    raise TypeError(
+        f"Value for {what} has NumPy dtype {array.dtype}; its {dist} "
+        f"distribution expects {dtype.name} and the cast would lose information.")
+  return array.astype(target)
+
+
+class RandomVariable(composite_tensor.CompositeTensor):
+  """A random variable: a distribution and a value that acts as a Tensor.
+
+  Args:
+    distribution: a ``tfp.distributions.Distribution``.
+    sample_shape: shape of the independent draws ``S``; the value has shape
+      ``S + batch_shape + event_shape``.
+    value: optional fixed value (Tensor, NumPy array, list or scalar); drawn
+      from the distribution when not given.
+    name: optional name; defaults to the distribution's name.  Program
+      transformations identify random variables by the ``name=`` keyword
+      passed to their constructor.
+  """
+
+  __array_priority__ = 100  # NumPy operators defer to ours.
+
+  def __init__(self, distribution, sample_shape=(), value=None, name=None):
+    if not hasattr(distribution, "log_prob") or not hasattr(distribution, "sample"):
+      raise TypeError("RandomVariable expects a tfp.distributions.Distribution; "
+                      f"got {type(distribution).__name__}.")
+    self._distribution = distribution
+    self._name = name if name is not None else distribution.name
+    try:
+      self._sample_shape = tf.TensorShape(sample_shape)
+    except (TypeError, ValueError) as e:
+      raise TypeError(f"sample_shape of {_describe(name, distribution)} must be "
+                      f"a shape (int or tuple of ints); got {sample_shape!r}.") from e
+    if isinstance(value, DeferredValue):
+      value = value(distribution)
+    if value is None:
+      value = distribution.sample(self._sample_shape)
+    self._value = convert_value(value, distribution, self._sample_shape, name)
+
+  @property
+  def distribution(self):
+    """The ``tfp.distributions.Distribution`` of the random variable."""
+    return self._distribution
+
+  @property
+  def sample_shape(self):
+    """``tf.TensorShape`` of independent draws in ``value``."""
+    return self._sample_shape
+
+  @property
+  def value(self):
+    """The Tensor value, of shape ``sample_shape + batch_shape + event_shape``."""
+    return self._value
+
+  @property
+  def name(self):
+    return self._name
+
+  @property
+  def shape(self):
+    return self._value.shape
+
+  @property
+  def dtype(self):
+    return self._value.dtype
+
+  def get_shape(self):
+    return self.shape
+
+  def numpy(self):
+    """The value as a NumPy array (eager mode only)."""
+    if not hasattr(self._value, "numpy"):
+      raise NotImplementedError(
+          f"numpy() of random variable '{self._name}' is only available in "
+          "eager mode; inside tf.function use its value as a Tensor.")
+    return self._value.numpy()
+
+  def sample_shape_tensor(self):
+    return tf.constant(self._sample_shape.as_list(), dtype=tf.int32)
+
+  def __repr__(self):
+    value = self._value
+    text = (f"<ed.RandomVariable '{self._name}' shape={self.shape} "
+            f"dtype={self.dtype.name}")
+    if hasattr(value, "numpy"):
+      text += " numpy=" + np.array2string(value.numpy(), threshold=20)
+    return text + ">"
+
+  def __str__(self):
+    return repr(self)
+
+  # Identity hash (a dict key); == and != stay element-wise, as for Tensors.
+  def __hash__(self):
+    return id(self)
+
+  def __bool__(self):
+    return bool(self._value)
+
+  def __len__(self):
+    return len(self._value)
+
+  def __iter__(self):
+    return iter(self._value)
+
+  def __array__(self, dtype=None, copy=None):
+    array = self.numpy()
+    return array if dtype is None else array.astype(dtype)
+
+  def __tf_tensor__(self, dtype=None, name=None):
+    return tf.convert_to_tensor(self._value, dtype=dtype, name=name)
+
+  @property
+  def _type_spec(self):
+    return RandomVariableSpec.from_value(self)
+
+
+class RandomVariableSpec(tf.TypeSpec):
+  """TypeSpec of a RandomVariable: components (distribution, value).
+
+  A distribution that is itself a ``CompositeTensor`` (most TFP distributions)
+  contributes its parameters as components; any other distribution is kept
+  as static metadata, so a new distribution object retraces a ``tf.function``.
+  """
+
+  __slots__ = ("_distribution", "_value_spec", "_sample_shape", "_name")
+
+  def __init__(self, distribution, value_spec, sample_shape, name):
+    self._distribution = distribution  # a TypeSpec or a static distribution
+    self._value_spec = value_spec
+    self._sample_shape = tf.TensorShape(sample_shape)
+    self._name = name
+
+  @classmethod
+  def from_value(cls, rv):
+    dist = rv.distribution
+    if isinstance(dist, composite_tensor.CompositeTensor):
+      dist = dist._type_spec  # pylint: disable=protected-access
+    return cls(dist, tf.TensorSpec.from_tensor(rv.value), rv.sample_shape, rv.name)
+
+  @property
+  def value_type(self):
+    return RandomVariable
+
+  def _serialize(self):
+    return (self._distribution, self._value_spec, self._sample_shape, self._name)
+
+  @property
+  def _component_specs(self):
+    if isinstance(self._distribution, tf.TypeSpec):
+      return (self._distribution, self._value_spec)
+    return (self._value_spec,)
+
+  def _to_components(self, value):
+    if isinstance(self._distribution, tf.TypeSpec):
+      return (value.distribution, value.value)
+    return (value.value,)
+
+  def _from_components(self, components):
+    if isinstance(self._distribution, tf.TypeSpec):
+      dist, value = components
+    else:
+      dist, (value,) = self._distribution, components
+    return RandomVariable(dist, self._sample_shape, value=value, name=self._name)
+
+
+def _overload(operator):
+  tensor_method = getattr(tf.Tensor, operator)
+
+  def method(self, *args):
+    return tensor_method(self.value, *args)
+
+  method.__name__ = operator
+  method.__doc__ = f"``{operator}`` applied to the value."
+  setattr(RandomVariable, operator, method)
+
+
+for _op in sorted(tf.Tensor.OVERLOADABLE_OPERATORS):
+  _overload(_op)
+
+
+def _to_tensor(rv, dtype=None, name=None, as_ref=False):
+  del as_ref  # Random variables are never references.
+  return tf.convert_to_tensor(rv.value, dtype=dtype, name=name)
+
+
+tf.register_tensor_conversion_function(RandomVariable, _to_tensor)
