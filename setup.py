@@ -1,0 +1,34 @@
+"""edward_lite: random-variable probabilistic programming on TensorFlow."""
+
+import setuptools
+
+setuptools.setup(
+    name="edward_lite",
+    version="0.1.0",
+    description=("Random-variable probabilistic programming on TensorFlow: "
+                 "Edward2-style programs, vectorized MCMC and variational inference."),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    packages=setuptools.find_packages(include=["edward_lite", "edward_lite.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        # Measured to work together on Python 3.11.  The full tensorflow wheel:
+        # tf-keras requires `tensorflow`, so tensorflow-cpu would install both.
+        "tensorflow==2.21.0",
+        "tf-keras==2.21.0",
+        "tensorflow-probability==0.25.0",
+        # NumPy 2.4 removed reshape(newshape=), which breaks tfb.Pad and so
+        # tfb.SoftmaxCentered (every simplex-valued latent).
+        "numpy>=1.26,<2.4",
+    ],
+    extras_require={
+        "test": ["pytest>=8"],
+        "arviz": ["arviz>=0.17"],
+        "progress": ["tqdm>=4.60"],
+        "gpu": ["tensorflow[and-cuda]==2.21.0"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Mathematics",
+    ],
+)

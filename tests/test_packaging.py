@@ -1,0 +1,46 @@
+"""The installed environment is consistent and the main job runs."""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_pip_check_passes():
+  result = subprocess.run([sys.executable, "-m", "pip", "check"],
+                          capture_output=True, text=True, timeout=120)
+  assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ci_runs_the_readme_test_command():
+  ci = (ROOT / ".ci" / "run").read_text()
+  command = next(line.strip() for line in ci.splitlines()
+                 if "pytest" in line and not line.lstrip().startswith("#"))
+  assert command in (ROOT / "README.md").read_text()
+
+
+def test_main_job_prints_model_and_log_joint():
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  result = subprocess.run([sys.executable, str(ROOT / "examples" / "eight_schools.py")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+  assert result.returncode == 0, result.stderr[-3000:]
+  out = result.stdout
+  for name in ("mu", "tau", "theta_tilde", "y"):
+    assert re.search(rf"^\s+{name}\s", out, re.M), out
+  # The printed log joint equals the density computed by hand with NumPy.
+  printed = float(re.search(r"Log joint at .*: (-?\d+\.\d+)", out).group(1))
+  y = np.array([28., 8., -3., 7., -1., 1., 18., 12.])
+  sigma = np.array([15., 10., 16., 11., 9., 11., 10., 18.])
+  mu, tau = 4.4, 3.6
+
+  def normal(x, m, s):
+    return -0.5 * ((x - m) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi)
+
+  expected = (normal(mu, 0., 5.) + np.log(2 / (np.pi * 5. * (1 + (tau / 5.) ** 2))) +
+              normal(np.zeros(8), 0., 1.).sum() + normal(y, mu, sigma).sum())
+  assert abs(printed - expected) < 1e-3
