@@ -144,7 +144,8 @@ class Target:
     for pname, value in bound.items():
       values = value if isinstance(value, dict) else {pname: value}
       for vname, v in values.items():
-        if _is_array_like(v) or tf.is_tensor(v):
+        if _is_array_like(v) or tf.is_tensor(v) or (
+            isinstance(v, (float, complex)) and not isinstance(v, bool)):
           _check_finite(f"Argument '{vname}' of the program", v)
 
     def convert(v):
