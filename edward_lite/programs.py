@@ -177,7 +177,12 @@ def make_log_joint_fn(program):
       rv = built.get("rv")
       if isinstance(rv, RandomVariable) and out is rv:  # not intervened on
         parts[name] = tf.reduce_sum(rv.distribution.log_prob(rv.value))
-      else:
+      else:  # removed by an ed.do around the call
+        if name in values:
+          raise ValueError(
+              f"make_log_joint_fn: keyword {_names([name])} sets a random "
+              "variable that ed.do has replaced by a constant; drop the keyword "
+              "or the intervention.")
         parts.setdefault(name, None)
         if name in missing:
           missing.remove(name)

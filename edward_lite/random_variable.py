@@ -111,6 +111,9 @@ def _cast_numpy(value, dtype, what, distribution):
   elif dtype.is_integer:
     ok = kind in "iub" or (kind == "f" and np.all(np.isfinite(array)) and
                            np.all(array == np.round(array)))
+    if ok and kind in "iuf" and array.size:  # no silent wrap-around
+      info = np.iinfo(target)
+      ok = bool(array.min() >= info.min and array.max() <= info.max)
   elif dtype.is_bool:
     ok = kind == "b"
   elif dtype.is_complex:
@@ -238,14 +241,15 @@ class RandomVariableSpec(tf.TypeSpec):
   """TypeSpec of a RandomVariable: components (distribution, value).
 
   A distribution that is itself a ``CompositeTensor`` (most TFP distributions)
-  contributes its parameters as components; any other distribution is kept
-  as static metadata, so a new distribution object retraces a ``tf.function``.
+  contributes its parameters as components; any other distribution is held
+  by a ``_StaticDistributionSpec`` with no components, so a new distribution
+  object retraces a ``tf.function``.
   """
 
-  __slots__ = ("_distribution", "_value_spec", "_sample_shape", "_name")
+  __slots__ = ("_distribution_spec", "_value_spec", "_sample_shape", "_name")
 
-  def __init__(self, distribution, value_spec, sample_shape, name):
-    self._distribution = distribution  # a TypeSpec or a static distribution
+  def __init__(self, distribution_spec, value_spec, sample_shape, name):
+    self._distribution_spec = distribution_spec
     self._value_spec = value_spec
     self._sample_shape = tf.TensorShape(sample_shape)
     self._name = name
@@ -254,33 +258,64 @@ class RandomVariableSpec(tf.TypeSpec):
   def from_value(cls, rv):
     dist = rv.distribution
     if isinstance(dist, composite_tensor.CompositeTensor):
-      dist = dist._type_spec  # pylint: disable=protected-access
-    return cls(dist, tf.TensorSpec.from_tensor(rv.value), rv.sample_shape, rv.name)
+      spec = dist._type_spec  # pylint: disable=protected-access
+    else:
+      spec = _StaticDistributionSpec(dist)
+    return cls(spec, tf.TensorSpec.from_tensor(rv.value), rv.sample_shape, rv.name)
 
   @property
   def value_type(self):
     return RandomVariable
 
   def _serialize(self):
-    return (self._distribution, self._value_spec, self._sample_shape, self._name)
+    return (self._distribution_spec, self._value_spec, self._sample_shape, self._name)
 
   @property
   def _component_specs(self):
-    if isinstance(self._distribution, tf.TypeSpec):
-      return (self._distribution, self._value_spec)
-    return (self._value_spec,)
+    return (self._distribution_spec, self._value_spec)
 
   def _to_components(self, value):
-    if isinstance(self._distribution, tf.TypeSpec):
-      return (value.distribution, value.value)
-    return (value.value,)
+    return (value.distribution, value.value)
 
   def _from_components(self, components):
-    if isinstance(self._distribution, tf.TypeSpec):
-      dist, value = components
-    else:
-      dist, (value,) = self._distribution, components
+    dist, value = components
     return RandomVariable(dist, self._sample_shape, value=value, name=self._name)
+
+
+class _StaticDistributionSpec(tf.TypeSpec):
+  """Spec of a distribution that is not a CompositeTensor: the object itself,
+  with no Tensor components, equal only to a spec of the same object."""
+
+  __slots__ = ("_distribution",)
+
+  def __init__(self, distribution):
+    self._distribution = distribution
+
+  @property
+  def value_type(self):
+    return type(self._distribution)
+
+  def _serialize(self):
+    return (id(self._distribution),)
+
+  @property
+  def _component_specs(self):
+    return ()
+
+  def _to_components(self, value):
+    return ()
+
+  def _from_components(self, components):
+    return self._distribution
+
+  def _without_tensor_names(self):
+    return self
+
+  def is_subtype_of(self, other):
+    return isinstance(other, _StaticDistributionSpec) and other._distribution is self._distribution
+
+  def most_specific_common_supertype(self, others):
+    return self if all(self.is_subtype_of(o) for o in others) else None
 
 
 def _overload(operator):
