@@ -349,9 +349,6 @@ class Target:
       raise ValueError(f"State parts disagree on the number of chains: {sorted(chains)}.")
     return state
 
-  def _map(self, fn, state):
-    return tf.vectorized_map(fn, state)
-
   def log_prob(self, state):
     """Log density at unconstrained, chain-batched state.
 
@@ -364,7 +361,7 @@ class Target:
     state = self._as_dict(state)
     if not self._latents:
       raise ValueError("The program has no latent variables: nothing to infer.")
-    return self._map(lambda s: self._run(s)[0], state)
+    return tf.vectorized_map(lambda s: self._run(s)[0], state)
 
   def value_and_gradient(self, state):
     """``(log_prob [C], gradient dict name -> [C, *U_name])``.
@@ -381,12 +378,12 @@ class Target:
   def constrain(self, state):
     """Unconstrained state ``{name: u[C, *U]}`` -> constrained ``{name: x[C, *shape]}``."""
     state = self._as_dict(state)
-    return self._map(lambda s: self._run(s)[1], state)
+    return tf.vectorized_map(lambda s: self._run(s)[1], state)
 
   def unconstrain(self, values):
     """Constrained values ``{name: x[C, *shape]}`` -> unconstrained ``{name: u[C, *U]}``."""
     values = self._as_dict(values, constrained=True)
-    return self._map(lambda s: self._run(s, inverse=True)[2], values)
+    return tf.vectorized_map(lambda s: self._run(s, inverse=True)[2], values)
 
   def flatten(self, state):
     """Unconstrained state dict -> ``[C, D]`` (latents in ``names`` order)."""
