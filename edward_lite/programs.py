@@ -13,7 +13,20 @@ import tensorflow as tf
 from edward_lite.random_variable import RandomVariable
 from edward_lite.tracing import check_unique_name, trace, traceable
 
-__all__ = ["make_log_joint_fn", "make_value_setter", "condition", "do"]
+__all__ = ["make_log_joint_fn", "make_value_setter", "condition", "do",
+           "MissingValueError", "UnnamedRandomVariableError"]
+
+
+class MissingValueError(ValueError, LookupError):
+  """A random variable has no value where one is needed (a LookupError, as
+  in Edward2)."""
+
+
+class UnnamedRandomVariableError(ValueError, KeyError):
+  """A random variable has no ``name=`` where one is needed (a KeyError, as
+  in Edward2)."""
+
+  __str__ = ValueError.__str__  # KeyError would quote the message
 
 
 def make_value_setter(**values):
@@ -102,7 +115,9 @@ def do(**values):
       return traceable(fn)(*args, **kwargs)
     kwargs["value"] = values[name]
     # Built directly (not forwarded), so no outer tracer records it.
-    return tf.convert_to_tensor(fn(*args, **kwargs).value)
+    constant = tf.identity(fn(*args, **kwargs).value)
+    constant._ed_intervened = True  # pylint: disable=protected-access
+    return constant
 
   return _checked("ed.do", values, intervene)
 
@@ -158,7 +173,7 @@ def make_log_joint_fn(program):
     def tracer(fn, *rv_args, **rv_kwargs):
       name = rv_kwargs.get("name")
       if name is None:
-        raise ValueError(
+        raise UnnamedRandomVariableError(
             f"make_log_joint_fn: the program creates a random variable with "
             f"{getattr(fn, '__name__', fn)} and no name=; every random "
             "variable needs a unique name to be given a value.")
@@ -191,7 +206,7 @@ def make_log_joint_fn(program):
     with trace(tracer):
       program(*args, **program_kwargs)
     if missing:
-      raise ValueError(
+      raise MissingValueError(
           f"make_log_joint_fn: no value for random variable {_names(missing)}; "
           "pass it as a keyword of the log joint or fix it in the program with "
           "value= or ed.condition.")

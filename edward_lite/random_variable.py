@@ -79,22 +79,31 @@ def convert_value(value, distribution, sample_shape, name=None):
   dtype = tf.as_dtype(distribution.dtype)
   if isinstance(value, RandomVariable):
     value = value.value
-  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+  is_tensor = tf.is_tensor(value) or isinstance(value, tf.Variable)
+  shape = value.shape if is_tensor else np.shape(value) if _is_regular(value) else None
+  expected = expected_value_shape(distribution, sample_shape)
+  if shape is not None and not expected.is_compatible_with(shape):
+    raise ValueError(
+        f"Value for {what} has shape {list(tf.TensorShape(shape).as_list())}; expected "
+        f"{expected.as_list()} (sample_shape {list(sample_shape)} + batch_shape "
+        f"{distribution.batch_shape.as_list()} + event_shape "
+        f"{distribution.event_shape.as_list()}).")
+  if is_tensor:
     if value.dtype.base_dtype != dtype:
       raise TypeError(
           f"Value for {what} has dtype {value.dtype.base_dtype.name}; its "
           f"{type(distribution).__name__} distribution expects {dtype.name}.")
-    tensor = value
-  else:
-    tensor = tf.convert_to_tensor(_cast_numpy(value, dtype, what, distribution))
-  expected = expected_value_shape(distribution, sample_shape)
-  if not expected.is_compatible_with(tensor.shape):
-    raise ValueError(
-        f"Value for {what} has shape {tensor.shape.as_list()}; expected "
-        f"{expected.as_list()} (sample_shape {list(sample_shape)} + batch_shape "
-        f"{distribution.batch_shape.as_list()} + event_shape "
-        f"{distribution.event_shape.as_list()}).")
-  return tensor
+    return value
+  return tf.convert_to_tensor(_cast_numpy(value, dtype, what, distribution))
+
+
+def _is_regular(value):
+  """True if NumPy can take the shape of ``value`` (not a ragged list)."""
+  try:
+    np.shape(value)
+    return True
+  except ValueError:
+    return False
 
 
 def _cast_numpy(value, dtype, what, distribution):
@@ -210,7 +219,10 @@ class RandomVariable(composite_tensor.CompositeTensor):
     return text + ">"
 
   def __str__(self):
-    return repr(self)
+    value = self._value
+    shown = (np.array2string(value.numpy(), threshold=20, separator=", ")
+             if hasattr(value, "numpy") else "symbolic")
+    return f'RandomVariable("{shown}", shape={self.shape}, dtype={self.dtype.name})'
 
   # Identity hash (a dict key); == and != stay element-wise, as for Tensors.
   def __hash__(self):
@@ -228,6 +240,17 @@ class RandomVariable(composite_tensor.CompositeTensor):
   def __array__(self, dtype=None, copy=None):
     array = self.numpy()
     return array if dtype is None else array.astype(dtype)
+
+  def __getitem__(self, slices):
+    """Indexes the value; without ``sample_shape`` the distribution is sliced
+    too and the result is a RandomVariable (as in Edward2), else a Tensor."""
+    value = self._value[slices]
+    if self._sample_shape.rank != 0:
+      return value
+    try:
+      return RandomVariable(self._distribution[slices], value=value, name=self._name)
+    except (ValueError, TypeError, NotImplementedError, tf.errors.InvalidArgumentError):
+      return value  # the distribution cannot be sliced that way
 
   def __tf_tensor__(self, dtype=None, name=None):
     return tf.convert_to_tensor(self._value, dtype=dtype, name=name)
@@ -329,7 +352,7 @@ def _overload(operator):
   setattr(RandomVariable, operator, method)
 
 
-for _op in sorted(tf.Tensor.OVERLOADABLE_OPERATORS):
+for _op in sorted(tf.Tensor.OVERLOADABLE_OPERATORS - {"__getitem__"}):
   _overload(_op)
 
 

@@ -356,24 +356,58 @@ class Target:
       state: dict ``name -> u[C, *U_name]`` (or a list in ``names`` order).
 
     Returns:
-      ``[C]`` Tensor: ``log p(x(u), data) + log|det dx/du|`` per chain.
+      ``[C]`` Tensor: ``log p(x(u), data) + log|det dx/du|`` per chain.  Its
+      gradient is computed per chain inside the vectorized program (first
+      derivatives only).
     """
     state = self._as_dict(state)
     if not self._latents:
       raise ValueError("The program has no latent variables: nothing to infer.")
-    return tf.vectorized_map(lambda s: self._run(s)[0], state)
+    names = list(self._latents)
+
+    @tf.custom_gradient
+    def log_prob_parts(*parts):
+      lp, grads = self._vectorized_value_and_gradient(dict(zip(names, parts)))
+
+      def grad_fn(upstream, variables=None):
+        state_grads = [tf.reshape(upstream, [-1] + [1] * (grads[n].shape.rank - 1)) * grads[n]
+                       for n in names]
+        if not variables:
+          return state_grads
+        # The program reads variables (e.g. Keras weights): differentiate the
+        # vectorized program for them.
+        with tf.GradientTape() as tape:
+          tape.watch(variables)
+          lp_again = tf.vectorized_map(lambda s: self._run(s)[0], dict(zip(names, parts)))
+          total = tf.reduce_sum(tf.stop_gradient(upstream) * lp_again)
+        var_grads = tape.gradient(total, variables,
+                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        return state_grads, var_grads
+
+      return lp, grad_fn
+
+    return log_prob_parts(*[state[n] for n in names])
+
+  def _vectorized_value_and_gradient(self, state):
+    """``(lp [C], grads dict)``, differentiating one chain's program and then
+    vectorizing the result.  (Differentiating the vectorized program instead
+    puts reductions in the gradient whose axes XLA treats as compile-time
+    constants, so every new state value would recompile.)"""
+
+    def one_chain(s):
+      with tf.GradientTape() as tape:
+        tape.watch(s)
+        lp = self._run(s)[0]
+      return lp, tape.gradient(lp, s, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+    return tf.vectorized_map(one_chain, state)
 
   def value_and_gradient(self, state):
-    """``(log_prob [C], gradient dict name -> [C, *U_name])``.
-
-    Chains are independent, so the gradient of the summed log density with
-    respect to each chain's state is that chain's gradient.
-    """
+    """``(log_prob [C], gradient dict name -> [C, *U_name])``."""
     state = self._as_dict(state)
-    with tf.GradientTape() as tape:
-      tape.watch(state)
-      lp = self.log_prob(state)
-    return lp, tape.gradient(lp, state)
+    if not self._latents:
+      raise ValueError("The program has no latent variables: nothing to infer.")
+    return self._vectorized_value_and_gradient(state)
 
   def constrain(self, state):
     """Unconstrained state ``{name: u[C, *U]}`` -> constrained ``{name: x[C, *shape]}``."""
@@ -404,6 +438,27 @@ class Target:
     parts = tf.split(flat, sizes, axis=-1)
     return {n: tf.reshape(p, [-1] + i.unconstrained_shape.as_list())
             for (n, i), p in zip(self._latents.items(), parts)}
+
+  @property
+  def constrained_dim(self):
+    """Total constrained dimension ``sum_n prod(shape_n)``."""
+    return sum(info.shape.num_elements() for info in self._latents.values())
+
+  def constrain_flat(self, flat):
+    """``[C, D]`` unconstrained -> ``[C, D_c]`` constrained, latents in ``names`` order."""
+    values = self.constrain(self.unflatten(flat))
+    return tf.concat([tf.reshape(values[n], [tf.shape(flat)[0], -1]) for n in self._latents],
+                     axis=-1)
+
+  def split_constrained(self, flat):
+    """NumPy ``[..., D_c]`` -> dict ``name -> [..., *shape_name]``."""
+    flat = np.asarray(flat)
+    out, offset = {}, 0
+    for name, info in self._latents.items():
+      size = info.shape.num_elements()
+      out[name] = flat[..., offset:offset + size].reshape(flat.shape[:-1] + tuple(info.shape))
+      offset += size
+    return out
 
   def log_prob_flat(self, flat):
     """``log_prob`` of a flat ``[C, D]`` state; returns ``[C]``."""

@@ -122,17 +122,18 @@ def tape():
   """Context manager recording every named random variable created inside it.
 
   Yields:
-    An ``OrderedDict`` from name to ``RandomVariable``, in creation order,
-    filled in as the block runs.  A name created twice in the block is an
+    An ``OrderedDict`` from name to the output of each named traceable call
+    (a ``RandomVariable``, or what an inner tracer returned instead), in
+    creation order, filled in as the block runs.  Variables removed by
+    ``ed.do`` are not recorded.  A name created twice in the block is an
     error: names must be unique within one program run.
   """
-  from edward_lite.random_variable import RandomVariable  # pylint: disable=g-import-not-at-top
   recorded = collections.OrderedDict()
 
   def record(fn, *args, **kwargs):
     out = traceable(fn)(*args, **kwargs)
     name = kwargs.get("name")
-    if name is not None and isinstance(out, RandomVariable):
+    if name is not None and not getattr(out, "_ed_intervened", False):
       check_unique_name(name, recorded)
       recorded[name] = out
     return out

@@ -355,3 +355,21 @@ def test_keyword_for_intervened_variable_rejected_with_do_around():
   with ed.do(x=2.):
     with pytest.raises(ValueError, match="'x'"):
       log_joint(x=5., y=1.7)
+
+
+def test_log_joint_errors_are_edward2_exception_types():
+  """Edward2 raises LookupError for a missing value and KeyError for an
+  unnamed random variable; ours are those and ValueError at once."""
+
+  def model():
+    return ed.Normal(0., 1., name="z")
+
+  with pytest.raises(LookupError, match="'z'"):
+    ed.make_log_joint_fn(model)()
+
+  def unnamed():
+    return ed.Normal(0., 1.)
+
+  with pytest.raises(KeyError) as info:
+    ed.make_log_joint_fn(unnamed)()
+  assert "no name=" in str(info.value) and not str(info.value).startswith('"')

@@ -283,6 +283,22 @@ def test_getitem(index):
   np.testing.assert_array_equal(np.asarray(got), np.asarray(x.value[index]))
 
 
+def test_getitem_slices_distribution_without_sample_shape():
+  loc = np.array([[0., 1., 2.], [3., 4., 5.]], np.float32)
+  x = ed.Normal(loc, 2., value=X, name="x")  # batch shape [2, 3], no sample_shape
+  row = x[1]
+  assert isinstance(row, ed.RandomVariable) and row.name == "x"
+  np.testing.assert_array_equal(row.value.numpy(), X[1])
+  np.testing.assert_array_equal(row.distribution.loc.numpy(), loc[1])
+  np.testing.assert_allclose(row.distribution.log_prob(row).numpy(),
+                             tfd.Normal(loc[1], 2.).log_prob(X[1]).numpy())
+  # A Dirichlet cannot be sliced along its event: the value comes back.
+  p = ed.Dirichlet([1., 2., 3.], name="p")
+  first = p[..., 0]
+  assert not isinstance(first, ed.RandomVariable)
+  assert first.numpy() == p.numpy()[0]
+
+
 def test_matmul_operator():
   x = float_rv()  # [2, 3]
   w = ed.Normal(0., 1., sample_shape=(3, 2), value=Y.T, name="w")  # [3, 2]
@@ -358,7 +374,9 @@ def test_repr():
   assert "shape=(2, 3)" in text
   assert "dtype=float32" in text
   assert "1.5" in text  # the value
-  assert str(x) == text
+  # str follows Edward2: RandomVariable("<value>", shape=..., dtype=...)
+  assert str(x).startswith('RandomVariable("[[ 1.5 ')
+  assert str(x).endswith('", shape=(2, 3), dtype=float32)')
   i = int_rv(name="counts")
   assert "'counts'" in repr(i) and "shape=(4,)" in repr(i) and "dtype=int32" in repr(i)
 

@@ -283,3 +283,26 @@ def test_make_value_setter_with_tape_outside():
     with ed.trace(ed.make_value_setter(x=2.)):
       ed.Normal(0., 1., name="x")
   assert list(rvs) == ["x"] and rvs["x"].numpy() == 2.
+
+
+def test_tape_records_what_an_inner_tracer_returns_but_not_interventions():
+  """As in Edward2, the tape records the output of every named traceable call,
+  also when a tracer inside it returns something else; ed.do removes x."""
+
+  def double(fn, *args, **kwargs):
+    return 2. * ed.traceable(fn)(*args, **kwargs)
+
+  def model():
+    x = ed.Normal(0., 1., value=1.5, name="x")
+    return ed.Normal(x, 1., value=0.5, name="y")
+
+  with ed.trace(double):
+    with ed.tape() as recorded:
+      model()
+  assert list(recorded) == ["x", "y"]
+  assert float(recorded["x"]) == 3.0 and float(recorded["y"]) == 1.0
+
+  with ed.do(x=2.):
+    with ed.tape() as recorded:
+      model()
+  assert list(recorded) == ["y"]
