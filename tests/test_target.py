@@ -677,3 +677,29 @@ def test_non_finite_python_float_argument_is_rejected():
   # ... and so should the Python float be.
   with pytest.raises(ValueError, match=r"Argument 'scale' of the program"):
     ed.make_target(program, float("nan"))
+
+
+def test_gradient_reaches_keras_weights_read_by_the_program():
+  """log_prob differentiates per chain inside the vectorized program (custom
+  gradient); weights the program reads still get their exact gradient."""
+  import tf_keras  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(5)
+  x = rng.normal(size=(6, 3)).astype(np.float32)
+  y = rng.normal(size=6).astype(np.float32)
+  layer = tf_keras.layers.Dense(1, kernel_initializer="ones", bias_initializer="zeros")
+  layer.build((None, 3))
+
+  def program():
+    w = ed.Normal(0., 1., name="w")
+    return ed.Normal(layer(x)[:, 0] * w, 1., name="y")
+
+  t = ed.make_target(program, observed={"y": y})
+  w = tf.constant([0.5, 1.5, -1.0])
+  with tf.GradientTape() as tape:
+    total = tf.reduce_sum(t.log_prob({"w": w}) * tf.constant([1., 2., 3.]))
+  got = tape.gradient(total, layer.kernel).numpy()[:, 0]
+  # By hand: d/dk sum_c a_c sum_i -0.5 (y_i - w_c x_i.k)^2 = sum_c a_c w_c sum_i (y_i - w_c x_i.k) x_i
+  k = np.ones(3)
+  expected = sum(a * wc * ((y - wc * (x @ k))[:, None] * x).sum(0)
+                 for a, wc in zip([1., 2., 3.], [0.5, 1.5, -1.0]))
+  np.testing.assert_allclose(got, expected, rtol=1e-4)
