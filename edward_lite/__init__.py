@@ -8,11 +8,12 @@ Write a model as a Python function of random variables::
       w = ed.Normal(0., 1., sample_shape=x.shape[-1], name="w")
       return ed.Normal(tf.linalg.matvec(x, w), 1., name="y")
 
-and turn it into a log density (``ed.make_log_joint_fn``) or an inference
-target over unconstrained, chain-batched state (``ed.make_target``).
+and turn it into a log density (``ed.make_log_joint_fn``), an inference
+target over unconstrained, chain-batched state (``ed.make_target``), or
+posterior draws (``ed.mcmc.sample``).
 """
 
-from edward_lite import distributions
+from edward_lite import diagnostics, distributions, mcmc
 from edward_lite.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.distributions import as_random_variable, make_random_variable
 from edward_lite.programs import condition, do, make_log_joint_fn, make_value_setter

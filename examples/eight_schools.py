@@ -1,10 +1,10 @@
 """Eight schools (Rubin 1981), non-centered, as an edward_lite program.
 
 The main job of the README's quick start.  It builds the model, shows its
-random variables and log joint, and turns it into the inference target that
-the samplers consume: latent variables, constraining bijectors and the
-chain-batched log density with its gradient, evaluated for many chains in one
-XLA-compiled call.
+random variables, log joint and inference target (latent variables,
+constraining bijectors, chain-batched log density), then fits it with NUTS
+(8 chains, 1000 warmup + 1000 draws, XLA-compiled) and prints the posterior
+summary next to the reference posterior from a long Stan run.
 
     python examples/eight_schools.py
 """
@@ -58,24 +58,14 @@ def main():
     print(f"  {name:12s} {info.distribution:11s} shape={info.shape.as_list()} "
           f"support bijector={type(info.bijector).__name__}")
 
-  chains = 4096
-  grad_fn = tf.function(target.value_and_gradient_flat, jit_compile=True)
-  state = tf.random.stateless_uniform([chains, target.dim], seed=[0, 1],
-                                      minval=-2., maxval=2.)
-  start = time.perf_counter()
-  lp, grad = grad_fn(state)
-  compile_s = time.perf_counter() - start
-  start = time.perf_counter()
-  for _ in range(10):
-    lp, grad = grad_fn(state)
-  per_call = (time.perf_counter() - start) / 10
-  print(f"\n== Log density and gradient of {chains} chains in one XLA call "
-        f"(compile {compile_s:.1f} s, then {per_call * 1e3:.2f} ms per call)")
-  print(f"  log density: mean {np.mean(lp):.2f}, max {np.max(lp):.2f}; "
-        f"gradient norm: mean {np.mean(np.linalg.norm(grad, axis=-1)):.2f}")
-  best = target.constrain(target.unflatten(state[int(np.argmax(lp))][None]))
-  print("  highest-density chain, constrained: " +
-        ", ".join(f"{k}={_fmt(v.numpy()[0])}" for k, v in best.items()))
+  posterior = ed.mcmc.sample(eight_schools, SIGMA, observed={"y": Y}, kernel="nuts",
+                             chains=8, warmup=1000, draws=1000, seed=0)
+  t = posterior.timings
+  print(f"\n== NUTS, 8 chains x (1000 warmup + 1000 draws): compile+first chunk "
+        f"{t['compile_s']:.1f} s, warmup {t['warmup_s']:.1f} s, sampling {t['sampling_s']:.2f} s; "
+        f"{int(posterior.divergences.sum())} divergences; step size {posterior.step_size[0]:.3f}")
+  posterior.summary()
+  print("\nReference (Stan, 4 x 25,000 draws): mu 4.39 (sd 3.32), tau 3.57 (sd 3.19)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,534 @@
+"""MCMC diagnostics: R-hat, effective sample size, Monte Carlo error, E-BFMI.
+
+Every function takes draws of shape ``[draws, chains, *param_shape]`` (NumPy
+or Tensor, any real dtype) and returns a float64 Tensor of shape
+``param_shape``: one number per scalar parameter, all parameters computed
+together by batched TensorFlow ops (sorts, FFTs, reductions), so 10^5
+parameters cost a handful of kernel launches.  Everything works inside
+``tf.function(jit_compile=True)``; shapes must be static there.
+
+Notation (Vehtari, Gelman, Simpson, Carpenter, Burkner 2021, "Rank-
+normalization, folding, and localization: an improved R-hat for assessing
+convergence of MCMC", Bayesian Analysis 16(2)):
+
+* *split chains*: each of the C chains of N draws is cut into halves of
+  ``n = N // 2`` draws (the middle draw is dropped when N is odd), giving
+  ``M = 2C`` chains ``theta[i, m]``, ``S = M n`` draws;
+* *rank normalization*: ``z = Phi^-1((r - 3/8) / (S + 1/4))``, ``r`` the rank
+  of a draw among all S (ties get their average rank);
+* *folding*: ``zeta = |theta - median(theta)|``.
+
+Functions:
+
+* ``split_rhat``: the R-hat of BDA3 (Gelman et al. 2013) on split chains.
+* ``rhat``: ``max(bulk R-hat, tail R-hat)``, split R-hat of the rank-
+  normalized draws and of the rank-normalized folded draws.
+* ``ess``, ``ess_bulk``, ``ess_tail``: effective sample sizes with Geyer's
+  initial-monotone-sequence truncation (``ess`` on split chains, ``ess_bulk``
+  on rank-normalized split chains, ``ess_tail`` the smaller of the ESS of the
+  indicators ``I(theta <= q05)`` and ``I(theta <= q95)``).
+* ``mcse_mean``, ``mcse_quantile``: Monte Carlo standard errors.
+* ``nested_rhat``: nested R-hat for many short chains grouped in superchains
+  (Margossian, Hoffman, Sountsov, Riou-Durand, Vehtari, Gelman 2024,
+  "Nested R-hat", Bayesian Analysis).
+* ``ebfmi``: energy Bayesian fraction of missing information per chain
+  (Betancourt 2016).
+
+Conventions shared with Stan's ``posterior`` package and ArviZ: a parameter
+with any non-finite draw gets NaN; R-hat of draws that are all equal is NaN
+(0 / 0); ESS of draws that are all equal is S.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = ["split_rhat", "rhat", "ess", "ess_bulk", "ess_tail", "mcse_mean",
+           "mcse_quantile", "nested_rhat", "ebfmi"]
+
+F64 = tf.float64
+MIN_DRAWS = 4
+
+# Phi(-1) and Phi(1): the central 68% interval of the Beta posterior of a
+# quantile's rank, whose half-width is the quantile's MCSE.
+_PHI_MINUS_1 = 0.5 * math.erfc(1. / math.sqrt(2.))
+_PHI_PLUS_1 = 1. - _PHI_MINUS_1
+
+
+# -- input ----------------------------------------------------------------------
+
+def _to_float64(value, name):
+  """``value`` as a float64 Tensor; TypeError for non-real dtypes."""
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    dtype = tf.as_dtype(value.dtype)
+    if dtype.is_complex or not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+      raise TypeError(f"`{name}` must hold real numbers, got dtype {dtype.name}.")
+    return tf.cast(value, F64)
+  try:
+    array = np.asarray(value)
+  except ValueError as e:  # ragged nested lists
+    raise ValueError(f"`{name}` must be a rectangular array of numbers: {e}") from None
+  if array.dtype.kind not in "biuf":
+    raise TypeError(f"`{name}` must hold real numbers, got dtype {array.dtype}.")
+  return tf.constant(array.astype(np.float64))
+
+
+def _draws_to_pcn(draws, name="draws", min_draws=MIN_DRAWS):
+  """Checks ``draws`` [N, C, *param_shape] and returns ``([P, C, N], param_shape)``."""
+  x = _to_float64(draws, name)
+  shape = x.shape
+  if shape.rank is None or not shape.is_fully_defined():
+    raise ValueError(f"`{name}` needs a static shape, got {shape}.")
+  if shape.rank < 2:
+    raise ValueError(f"`{name}` must have shape [draws, chains, *param_shape], "
+                     f"got shape {shape.as_list()}.")
+  n, c = shape[0], shape[1]
+  if n < min_draws:
+    raise ValueError(f"`{name}` needs at least {min_draws} draws per chain, got {n}.")
+  if c < 1:
+    raise ValueError(f"`{name}` needs at least one chain, got shape {shape.as_list()}.")
+  param_shape = shape[2:]
+  p = param_shape.num_elements()
+  return tf.transpose(tf.reshape(x, [n, c, p]), [2, 1, 0]), param_shape
+
+
+def _finish(result, x, param_shape):
+  """NaN where a parameter has a non-finite draw; reshape [P] -> param_shape."""
+  finite = tf.reduce_all(tf.math.is_finite(x), axis=[-2, -1])
+  result = tf.where(finite, result, tf.constant(np.nan, F64))
+  return tf.reshape(result, param_shape)
+
+
+# -- building blocks on [P, M, n] -------------------------------------------------
+
+def _split_chains(x):
+  """[P, C, N] -> [P, 2C, N // 2]: first and second halves as separate chains."""
+  n = x.shape[-1]
+  half = n // 2
+  return tf.concat([x[..., :half], x[..., n - half:]], axis=1)
+
+
+def _scan_extreme(x, op, fill, reverse=False):
+  """Running ``op`` (tf.minimum / tf.maximum) along the last axis.
+
+  Hillis-Steele doubling: ceil(log2 n) elementwise steps, no sequential loop,
+  so it batches and compiles with XLA.
+  """
+  n = x.shape[-1]
+  pad = [[0, 0]] * (x.shape.rank - 1)
+  shift = 1
+  while shift < n:
+    if reverse:
+      shifted = tf.pad(x[..., shift:], pad + [[0, shift]], constant_values=fill)
+    else:
+      shifted = tf.pad(x[..., :-shift], pad + [[shift, 0]], constant_values=fill)
+    x = op(x, shifted)
+    shift *= 2
+  return x
+
+
+def _inverse_permutations(order):
+  """Row-wise inverse of permutations ``order`` [P, S], in O(PS).
+
+  Eagerly one ``tf.math.invert_permutation`` of the flattened rows; in a
+  graph a scatter, because ``invert_permutation`` fails to compile with XLA
+  when its input is computed from data (it tries to fold it to a constant).
+  """
+  p, s = order.shape
+  dtype = tf.int64 if p * s >= 2 ** 31 else tf.int32
+  offset = tf.range(p, dtype=dtype)[:, None] * s
+  flat = tf.reshape(tf.cast(order, dtype) + offset, [-1])
+  if tf.executing_eagerly():
+    inverse = tf.math.invert_permutation(flat)
+  else:
+    inverse = tf.scatter_nd(flat[:, None], tf.range(p * s, dtype=dtype),
+                            tf.constant([p * s], dtype))
+  return tf.reshape(inverse, [p, s]) - offset
+
+
+def _doubled_ranks(flat):
+  """Twice the ranks 1..S along the last axis of ``flat`` [P, S], ties averaged.
+
+  Returns ``(2 r [P, S] int32, sorted rows [P, S])``; doubling keeps the
+  half-integer average ranks of ties exact in integers.
+
+  Without ties the rank of a draw is one plus its position after sorting
+  (the inverse of the sorting permutation).  With ties (checked at run time,
+  ``tf.cond``), a run of equal values at sorted positions ``first..last``
+  (0-based) gets rank ``(first + last) / 2 + 1`` -- scipy's
+  ``rankdata(method="average")``: ``first`` is a running max of group-start
+  positions and ``last`` a reversed running min of group-end positions.
+  O(S log S) and XLA-friendly (``tf.searchsorted`` compiles to an O(S^2)
+  comparison under XLA, so it is not used).
+  """
+  s = flat.shape[-1]
+  negated, order = tf.math.top_k(-flat, k=s, sorted=True)  # values and argsort at once
+  ordered = -negated
+  inverse = tf.cast(_inverse_permutations(order), tf.int32)
+  differs = ordered[:, 1:] != ordered[:, :-1]
+
+  def untied():
+    return 2 * inverse + 2
+
+  def tied():
+    position = tf.range(s, dtype=tf.int32)
+    edge = tf.ones_like(differs[:, :1])
+    starts = tf.concat([edge, differs], axis=-1)
+    ends = tf.concat([differs, edge], axis=-1)
+    first = _scan_extreme(tf.where(starts, position, 0), tf.maximum, 0)
+    last = _scan_extreme(tf.where(ends, position, s - 1), tf.minimum, s - 1, reverse=True)
+    return tf.gather(first + last + 2, inverse, batch_dims=1)
+
+  return tf.cond(tf.reduce_all(differs), untied, tied), ordered
+
+
+def _rank_normalize(x):
+  """Rank normalization of chains x [P, M, n].
+
+  Returns ``(z [P, M, n], sorted pooled draws [P, S])`` with
+  ``z = Phi^-1((r - 3/8) / (S + 1/4))``, ``r`` the rank among all S draws.
+  The 2S + 1 possible values of ``z`` (r is a multiple of 1/2) are
+  tabulated once and gathered, so Phi^-1 runs on 2S + 1 numbers, not P S.
+  """
+  p, m, n = x.shape
+  s = m * n
+  twice_rank, ordered = _doubled_ranks(tf.reshape(x, [p, s]))
+  half_ranks = tf.range(2 * s + 1, dtype=F64) / 2.
+  table = tf.math.ndtri((half_ranks - 0.375) / (s + 0.25))
+  z = tf.gather(table, twice_rank)
+  return tf.reshape(z, [p, m, n]), ordered
+
+
+def _sorted_quantile(ordered, prob):
+  """Quantile of sorted rows [P, S], linear interpolation (numpy/R type 7)."""
+  s = ordered.shape[-1]
+  h = (s - 1) * prob
+  lo = int(math.floor(h))
+  hi = min(lo + 1, s - 1)
+  frac = h - lo
+  return ordered[:, lo] + frac * (ordered[:, hi] - ordered[:, lo])
+
+
+def _pooled_sorted(x):
+  """[P, C, N] -> [P, C N] sorted pooled draws."""
+  return tf.sort(tf.reshape(x, [x.shape[0], -1]), axis=-1)
+
+
+def _psrf(x):
+  """Potential scale reduction of chains [P, M, n] (BDA3, eq. 11.4).
+
+      W = mean_m s_m^2,   B / n = var_m(mean_m)  (both with ddof 1)
+      var+ = (n - 1) / n W + B / n,   R-hat = sqrt(var+ / W)
+  """
+  n = x.shape[-1]
+  chain_mean = tf.reduce_mean(x, axis=-1)
+  within = tf.reduce_mean(
+      tf.reduce_sum(tf.square(x - chain_mean[..., None]), axis=-1) / (n - 1), axis=-1)
+  between_over_n = _var_ddof1(chain_mean)
+  var_plus = (n - 1.) / n * within + between_over_n
+  return tf.sqrt(var_plus / within)
+
+
+def _var_ddof1(x):
+  """Sample variance along the last axis (ddof 1); 0 for a single entry."""
+  k = x.shape[-1]
+  if k < 2:
+    return tf.zeros_like(x[..., 0])
+  mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+  return tf.reduce_sum(tf.square(x - mean), axis=-1) / (k - 1)
+
+
+def _autocovariance(x):
+  """Biased autocovariance per chain, ``acov[t] = 1/n sum_i xc_i xc_{i+t}``.
+
+  x: [P, M, n] -> [P, M, n].  Via FFT, zero-padded to a power of two >= 2n
+  so the circular correlation has no wrap-around.
+  """
+  n = x.shape[-1]
+  xc = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+  length = 1 << (2 * n - 1).bit_length()
+  spectrum = tf.signal.rfft(xc, fft_length=[length])
+  power = tf.cast(tf.math.real(spectrum * tf.math.conj(spectrum)), spectrum.dtype)
+  acov = tf.signal.irfft(power, fft_length=[length])[..., :n]
+  return acov / n
+
+
+def _geyer_tau(rho):
+  """Integrated autocorrelation time from autocorrelations rho [P, n], n >= 2.
+
+  Geyer's initial monotone sequence as in Stan / Vehtari et al. (2021):
+  pairs ``P_k = rho_2k + rho_2k+1`` are summed while positive; the last pair
+  looked at is ``k* = min(first k with P_k <= 0, k_max)`` with ``k_max`` the
+  last pair the reference loop may reach (lags up to about n - 3); the
+  positive pairs are made monotone, ``P_k <- min_{j<=k} P_j``; and
+
+      tau = -1 + 2 sum_{k < k*} P_k + rho_2k*,
+
+  the last term (kept when positive, or when its pair was kept) is Stan's
+  bias correction for antithetic chains.  Vectorized: no data-dependent loop.
+  """
+  n = rho.shape[-1]
+  k_max = max(0, math.ceil((n - 3) / 2) - 1)
+  num_pairs = k_max + 1
+  even = rho[:, 0:2 * num_pairs:2]
+  odd = rho[:, 1:2 * num_pairs:2]
+  pairs = even + odd
+  leading_positive = tf.math.cumprod(tf.cast(pairs > 0., F64), axis=-1)
+  num_positive = tf.cast(tf.reduce_sum(leading_positive, axis=-1), tf.int32)
+  k_star = tf.minimum(num_positive, k_max)
+  monotone = _scan_extreme(pairs, tf.minimum, np.inf)
+  before = tf.range(num_pairs)[None, :] < k_star[:, None]
+  pair_sum = tf.reduce_sum(tf.where(before, monotone, 0.), axis=-1)
+  rho_last = tf.gather(even, k_star[:, None], batch_dims=1)[:, 0]
+  pair_last = tf.gather(pairs, k_star[:, None], batch_dims=1)[:, 0]
+  last = tf.where((rho_last > 0.) | (pair_last >= 0.), rho_last, 0.)
+  return -1. + 2. * pair_sum + last
+
+
+def _ess(x):
+  """Effective sample size of chains x [P, M, n] (Vehtari et al. 2021, eq. 10).
+
+      acov_m(t) = biased autocovariance of chain m,
+      W = mean_m acov_m(0) n / (n - 1),   var+ = (n - 1) / n W + var_m(mean_m),
+      rho_t = 1 - (W - mean_m acov_m(t)) / var+   (rho_0 = 1),
+      ESS = S / max(tau, 1 / log10 S),   tau from ``_geyer_tau``.
+
+  ESS is S where all draws of a parameter are equal.
+  """
+  p, m, n = x.shape
+  s = m * n
+  acov = _autocovariance(x)
+  chain_mean = tf.reduce_mean(x, axis=-1)
+  mean_var = tf.reduce_mean(acov[..., 0], axis=-1) * n / (n - 1.)
+  var_plus = mean_var * (n - 1.) / n
+  if m > 1:
+    var_plus += _var_ddof1(chain_mean)
+  rho = 1. - (mean_var[:, None] - tf.reduce_mean(acov, axis=1)) / var_plus[:, None]
+  rho = tf.concat([tf.ones([p, 1], F64), rho[:, 1:]], axis=-1)
+  tau = tf.maximum(_geyer_tau(rho), 1. / math.log10(s))
+  constant = tf.reduce_max(x, axis=[1, 2]) == tf.reduce_min(x, axis=[1, 2])
+  return tf.where(constant, tf.constant(float(s), F64), s / tau)
+
+
+def _ess_quantile(x, ordered, prob):
+  """ESS of the indicator ``I(theta <= q_prob)`` on split chains; x [P, C, N]."""
+  q = _sorted_quantile(ordered, prob)
+  indicator = tf.cast(x <= q[:, None, None], F64)
+  return _ess(_split_chains(indicator))
+
+
+# -- public --------------------------------------------------------------------------
+
+def split_rhat(draws):
+  """Split R-hat (Gelman et al., BDA3, 2013).
+
+  On the M = 2C split chains of n draws each,
+
+      W = mean_m s_m^2,   B = n var_m(mean_m),
+      R-hat = sqrt(((n - 1) / n W + B / n) / W).
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  return _finish(_psrf(_split_chains(x)), x, param_shape)
+
+
+def rhat(draws):
+  """Rank-normalized split R-hat (Vehtari et al. 2021).
+
+  ``max(bulk, tail)``: bulk R-hat is split R-hat of the rank-normalized split
+  chains, ``z = Phi^-1((r - 3/8) / (S + 1/4))``; tail R-hat the same for the
+  folded draws ``|theta - median(theta)|`` (median over all draws).  Values
+  above 1.01 signal chains that have not mixed.
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  z, ordered = _rank_normalize(_split_chains(x))
+  if x.shape[-1] % 2:  # the split dropped each chain's middle draw
+    ordered = _pooled_sorted(x)
+  folded = tf.abs(x - _sorted_quantile(ordered, 0.5)[:, None, None])
+  bulk = _psrf(z)
+  tail = _psrf(_rank_normalize(_split_chains(folded))[0])
+  return _finish(tf.maximum(bulk, tail), x, param_shape)
+
+
+def ess(draws):
+  """Effective sample size of the mean on split chains (Stan's basic ESS).
+
+  ``S / tau`` with the integrated autocorrelation time ``tau`` from the
+  multi-chain autocorrelations (FFT), truncated by Geyer's initial monotone
+  sequence; capped at ``S log10 S``.
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  return _finish(_ess(_split_chains(x)), x, param_shape)
+
+
+def ess_bulk(draws):
+  """Bulk ESS: ESS of the rank-normalized split chains (Vehtari et al. 2021).
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  return _finish(_ess(_rank_normalize(_split_chains(x))[0]), x, param_shape)
+
+
+def ess_tail(draws):
+  """Tail ESS: ``min(ESS(I(theta <= q05)), ESS(I(theta <= q95)))``.
+
+  The quantiles are of all draws (linear interpolation); the indicators are
+  split into half chains (Vehtari et al. 2021, section 4.3).
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  ordered = _pooled_sorted(x)
+  result = tf.minimum(_ess_quantile(x, ordered, 0.05), _ess_quantile(x, ordered, 0.95))
+  return _finish(result, x, param_shape)
+
+
+def mcse_mean(draws):
+  """Monte Carlo standard error of the mean, ``sd / sqrt(ESS)``.
+
+  ``sd`` is the standard deviation of all draws (ddof 1) and ESS is ``ess``.
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  sd = tf.sqrt(_var_ddof1(tf.reshape(x, [x.shape[0], -1])))
+  return _finish(sd / tf.sqrt(_ess(_split_chains(x))), x, param_shape)
+
+
+def mcse_quantile(draws, prob=0.5):
+  """Monte Carlo standard error of the ``prob`` quantile (Vehtari et al. 2021).
+
+  With ``E = ESS(I(theta <= q_prob))``, the rank of the quantile is
+  approximately ``Beta(E prob + 1, E (1 - prob) + 1)`` times S; its central
+  68% interval ``[a1, a2]`` maps to sorted draws and
+
+      MCSE = (theta_(round(a2 S)) - theta_(round(a1 S))) / 2
+
+  (1-based order statistics, clipped to 1..S, as in ``posterior``).
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+    prob: Python float in (0, 1).
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  prob = float(prob)
+  if not 0. < prob < 1.:
+    raise ValueError(f"`prob` must lie strictly between 0 and 1, got {prob}.")
+  x, param_shape = _draws_to_pcn(draws)
+  ordered = _pooled_sorted(x)
+  s = ordered.shape[-1]
+  e = _ess_quantile(x, ordered, prob)
+  a, b = e * prob + 1., e * (1. - prob) + 1.
+  a1 = tfp.math.betaincinv(a, b, tf.constant(_PHI_MINUS_1, F64))
+  a2 = tfp.math.betaincinv(a, b, tf.constant(_PHI_PLUS_1, F64))
+  i1 = tf.cast(tf.clip_by_value(tf.round(a1 * s), 1., float(s)), tf.int32) - 1
+  i2 = tf.cast(tf.clip_by_value(tf.round(a2 * s), 1., float(s)), tf.int32) - 1
+  th1 = tf.gather(ordered, i1[:, None], batch_dims=1)[:, 0]
+  th2 = tf.gather(ordered, i2[:, None], batch_dims=1)[:, 0]
+  return _finish(0.5 * (th2 - th1), x, param_shape)
+
+
+def nested_rhat(draws, superchains):
+  """Nested R-hat for many short chains (Margossian et al. 2024, eqs. 15-19).
+
+  The chains axis is cut into ``K = superchains`` contiguous groups of
+  ``M = chains / K`` chains (chains of one superchain should share their
+  initial point).  With chain means ``mean_mk``, superchain means ``mean_k``,
+
+      B_nu = var_k(mean_k)                                (ddof 1)
+      W_nu = mean_k(B_k + W_k),  B_k = var_m(mean_mk)     (ddof 1; 0 if M = 1)
+                                 W_k = mean_m s_mk^2      (ddof 1; 0 if N = 1)
+      nR-hat = sqrt(1 + B_nu / W_nu).
+
+  Chains are not split and draws are not rank-normalized, as in the paper.
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor; any number of draws
+      (one is fine) when each superchain holds at least two draws in all.
+    superchains: Python int K >= 2 dividing the number of chains.
+
+  Returns:
+    float64 Tensor of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws, min_draws=1)
+  p, c, n = x.shape
+  if isinstance(superchains, bool) or not isinstance(superchains, (int, np.integer)):
+    raise TypeError(f"`superchains` must be a Python int, got {superchains!r}.")
+  k = int(superchains)
+  if k < 2 or c % k:
+    raise ValueError(f"`superchains` must be at least 2 and divide the {c} chains, "
+                     f"got {k}.")
+  m = c // k
+  if m * n < 2:
+    raise ValueError("nested R-hat needs at least two draws per superchain, got "
+                     f"{m} chain(s) of {n} draw(s).")
+  x4 = tf.reshape(x, [p, k, m, n])
+  chain_mean = tf.reduce_mean(x4, axis=-1)                      # [P, K, M]
+  within = tf.reduce_mean(_var_ddof1(x4), axis=-1)              # 0 when N = 1
+  between_chains = _var_ddof1(chain_mean)                       # 0 when M = 1
+  superchain_mean = tf.reduce_mean(chain_mean, axis=-1)         # [P, K]
+  b_nu = _var_ddof1(superchain_mean)
+  w_nu = tf.reduce_mean(between_chains + within, axis=-1)
+  return _finish(tf.sqrt(1. + b_nu / w_nu), x, param_shape)
+
+
+def ebfmi(energy):
+  """Energy Bayesian fraction of missing information per chain (Betancourt 2016).
+
+      E-BFMI = sum_{n=1}^{N-1} (E_n - E_{n-1})^2 / sum_{n=0}^{N-1} (E_n - mean E)^2
+
+  Values below about 0.3 mean the momentum resampling explores the energy
+  distribution poorly.  For iid energies it is about 2 (the variance of a
+  difference of two independent draws is twice their variance); for a random
+  walk it is about 6 / N.  Equals Stan's and ArviZ's ``bfmi``.
+
+  Args:
+    energy: [draws, chains] Hamiltonian energies (any trailing batch shape is
+      kept), at least 4 draws.
+
+  Returns:
+    float64 Tensor of shape ``[chains]``.
+  """
+  e = _to_float64(energy, "energy")
+  shape = e.shape
+  if shape.rank is None or not shape.is_fully_defined() or shape.rank < 2:
+    raise ValueError(f"`energy` must have a static shape [draws, chains], got {shape}.")
+  if shape[0] < MIN_DRAWS:
+    raise ValueError(f"`energy` needs at least {MIN_DRAWS} draws per chain, got {shape[0]}.")
+  numerator = tf.reduce_sum(tf.square(e[1:] - e[:-1]), axis=0)
+  denominator = tf.reduce_sum(tf.square(e - tf.reduce_mean(e, axis=0)), axis=0)
+  return numerator / denominator

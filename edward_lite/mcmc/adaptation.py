@@ -1,0 +1,121 @@
+"""Warmup adaptation: dual-averaging step size, windowed diagonal metric.
+
+All state is explicit and made of Tensors, so it flows through the compiled
+sampling loop and into checkpoints.
+
+Dual averaging (Nesterov 2009; Hoffman & Gelman 2014, as in Stan).  With
+target acceptance ``delta`` and observed acceptance ``a_t`` at iteration t:
+
+    h_t   = (1 - 1/(t + t0)) h_{t-1} + (delta - a_t) / (t + t0)
+    x_t   = mu - sqrt(t) / gamma * h_t              (x = log step size)
+    xbar_t = t^-kappa x_t + (1 - t^-kappa) xbar_{t-1}
+
+with ``mu = log(10 eps_0)``; after warmup the step size is ``exp(xbar)``.
+
+Metric: Stan's windowed adaptation.  After an initial fast window (step size
+only), the variance of the unconstrained draws is estimated in doubling slow
+windows (Welford per chain, pooled across chains by default), regularized
+towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
+mass matrix; the step size is re-adapted after each window and in a final
+fast window.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
+           "WelfordState", "welford_init", "welford_update", "welford_variance",
+           "warmup_windows"]
+
+DualAveragingState = collections.namedtuple(
+    "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu"])
+
+GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
+
+
+def dual_averaging_init(step_size):
+  """Starts (or restarts) dual averaging at ``step_size`` (any shape)."""
+  log_step = tf.math.log(tf.convert_to_tensor(step_size))
+  zeros = tf.zeros_like(log_step)
+  return DualAveragingState(log_step, log_step, zeros, zeros,
+                            log_step + np.log(10.).astype(log_step.dtype.as_numpy_dtype))
+
+
+def dual_averaging_update(state, accept_prob, target_accept):
+  """One dual-averaging step given the acceptance statistic (same shape)."""
+  accept_prob = tf.cast(accept_prob, state.h_bar.dtype)
+  accept_prob = tf.where(tf.math.is_finite(accept_prob), accept_prob, 0.)
+  t = state.t + 1.
+  eta = 1. / (t + T0)
+  h_bar = (1. - eta) * state.h_bar + eta * (target_accept - accept_prob)
+  log_step = state.mu - tf.sqrt(t) / GAMMA * h_bar
+  weight = tf.pow(t, -KAPPA)
+  log_step_bar = weight * log_step + (1. - weight) * state.log_step_bar
+  return DualAveragingState(log_step, log_step_bar, h_bar, t, state.mu)
+
+
+WelfordState = collections.namedtuple("WelfordState", ["count", "mean", "m2"])
+
+
+def welford_init(shape, dtype):
+  """Running mean and sum of squared deviations, per chain: shape [C, D]."""
+  zeros = tf.zeros(shape, dtype)
+  return WelfordState(tf.zeros([], dtype), zeros, zeros)
+
+
+def welford_update(state, x):
+  """Adds one draw per chain ``x[C, D]``."""
+  count = state.count + 1.
+  delta = x - state.mean
+  mean = state.mean + delta / count
+  return WelfordState(count, mean, state.m2 + delta * (x - mean))
+
+
+def welford_variance(state, pooled=True, regularize=True):
+  """Variance estimate ``[1, D]`` (pooled over chains) or ``[C, D]``.
+
+  Pooled: the variance of all ``C * n`` draws, combining the chains' means
+  and sums of squares exactly (Chan et al. 1979).
+  """
+  n = state.count
+  if pooled:
+    chains = tf.cast(tf.shape(state.mean)[0], n.dtype)
+    grand = tf.reduce_mean(state.mean, axis=0, keepdims=True)
+    m2 = (tf.reduce_sum(state.m2, axis=0, keepdims=True) +
+          n * tf.reduce_sum(tf.square(state.mean - grand), axis=0, keepdims=True))
+    total = n * chains
+    var = m2 / tf.maximum(total - 1., 1.)
+  else:
+    total = n
+    var = state.m2 / tf.maximum(n - 1., 1.)
+  if regularize:
+    var = (total / (total + 5.)) * var + 1e-3 * (5. / (total + 5.))
+  return var
+
+
+def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
+  """Stan's warmup schedule: the iterations at which slow windows end.
+
+  Returns:
+    A list of (start, end) iteration pairs of the metric-adaptation windows
+    (end exclusive); the metric is updated and the step-size adaptation
+    restarted at each ``end``.  Empty when warmup is too short for metric
+    adaptation (fewer than 20 iterations).
+  """
+  if num_warmup < 20:
+    return []
+  if init_buffer + base_window + term_buffer > num_warmup:
+    init_buffer = int(0.15 * num_warmup)
+    term_buffer = int(0.1 * num_warmup)
+    base_window = num_warmup - init_buffer - term_buffer
+  windows, start, size = [], init_buffer, base_window
+  slow_end = num_warmup - term_buffer
+  while start < slow_end:
+    end = start + size
+    if end + 2 * size > slow_end:  # the next window would not fit: extend
+      end = slow_end
+    windows.append((start, end))
+    start, size = end, size * 2
+  return windows

@@ -1,0 +1,224 @@
+"""The result of ``ed.mcmc.sample``: draws, sampler statistics, summary."""
+
+import warnings
+
+import numpy as np
+
+from edward_lite import diagnostics
+
+__all__ = ["MCMCResult", "Summary"]
+
+COLUMNS = ("mean", "sd", "mcse_mean", "q5", "q50", "q95", "ess_bulk", "ess_tail", "r_hat")
+
+
+class Summary:
+  """A posterior summary table: one row per scalar (vectors expanded by index).
+
+  ``rows`` is a list of ``(label, {column: value})``; ``summary["mu"]`` gives
+  a row's dict; ``str(summary)`` is the printed table, followed by warnings.
+  """
+
+  def __init__(self, rows, notes):
+    self.rows, self.notes = rows, notes
+    self._index = dict(rows)
+
+  def __getitem__(self, label):
+    return self._index[label]
+
+  def __iter__(self):
+    return iter(self.rows)
+
+  def __len__(self):
+    return len(self.rows)
+
+  def column(self, name):
+    """NumPy array of one column, in row order."""
+    return np.array([row[name] for _, row in self.rows])
+
+  def __str__(self):
+    width = max([len(label) for label, _ in self.rows] + [8])
+    lines = [" " * width + "".join(f"{c:>10s}" for c in COLUMNS)]
+    for label, row in self.rows:
+      cells = []
+      for c in COLUMNS:
+        v = row[c]
+        if np.isnan(v):
+          cells.append(f"{'-':>10s}")
+        elif c.startswith("ess"):
+          cells.append(f"{v:10.0f}")
+        elif c == "r_hat":
+          cells.append(f"{v:10.3f}")
+        else:
+          cells.append(f"{v:10.3g}" if abs(v) >= 1e4 or abs(v) < 1e-2 else f"{v:10.3f}")
+      lines.append(f"{label:<{width}s}" + "".join(cells))
+    return "\n".join(lines + [f"WARNING: {n}" for n in self.notes])
+
+  __repr__ = __str__
+
+
+class MCMCResult:
+  """Draws and statistics of one sampling run.
+
+  Attributes:
+    draws: dict name -> NumPy ``[draws, chains, *shape]`` in the constrained
+      space (None with ``keep_draws=False``).
+    sample_stats: dict -> ``[draws, chains]``: ``accept_prob``,
+      ``diverging``, ``n_grads`` (gradient evaluations), ``tree_depth``,
+      ``energy``, ``log_prob``.
+    step_size: final step size (``[1]`` pooled or ``[chains]``).
+    inverse_metric: final diagonal inverse metric ``[1 or chains, D]``.
+    divergences: divergent transitions after warmup (per chain);
+      ``warmup_divergences`` during warmup.
+    num_gradients: gradient evaluations per chain, warmup included.
+    mean, variance: per-chain running moments ``[chains, *shape]`` of each
+      variable, kept even when draws are not.
+    timings: ``compile_s`` (first chunk, compile and run), ``warmup_s``,
+      ``sampling_s`` (wall seconds).
+  """
+
+  def __init__(self, **fields):
+    self.__dict__.update(fields)
+
+  @classmethod
+  def build(cls, target, kernel, kept, state, chains, warmup, draws, thin, keep_draws,
+            timings):
+    cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
+    stats = {k: cat(k) for k in ("accept_prob", "diverging", "n_grads", "tree_depth",
+                                 "energy", "log_prob")}
+    flat = cat("draws") if keep_draws else None
+    totals = {k: np.stack(kept["_" + k]) for k in ("n_grads", "diverging", "max_depth")}
+    in_warmup = np.array(kept["_warmup"], bool)
+    moments = state.moments
+    count = float(moments.count.numpy())
+    mean = moments.mean.numpy()
+    var = moments.m2.numpy() / max(count - 1., 1.)
+    result = cls(
+        target=target, kernel=kernel, chains=chains, warmup=warmup, num_draws=draws,
+        thin=thin, keep_draws=keep_draws,
+        draws=target.split_constrained(flat) if flat is not None else None,
+        sample_stats={k: v for k, v in stats.items() if v is not None} if keep_draws else {},
+        step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
+        inverse_metric=np.square(state.scale.numpy()),
+        num_gradients=totals["n_grads"].sum(axis=0),
+        warmup_divergences=totals["diverging"][in_warmup].sum(axis=0),
+        mean=target.split_constrained(mean), variance=target.split_constrained(var),
+        draw_count=count, timings=timings,
+        trajectory_length=(kernel.trajectory_length(state.kernel_adapt)
+                           if hasattr(kernel, "trajectory_length") else None))
+    return result
+
+  # -- diagnostics ------------------------------------------------------------
+
+  @property
+  def divergences(self):
+    """Divergent transitions per chain after warmup."""
+    if "diverging" in self.sample_stats:
+      return self.sample_stats["diverging"].sum(axis=0)
+    return None
+
+  def ebfmi(self):
+    """E-BFMI per chain (None without kept draws)."""
+    if "energy" not in self.sample_stats or len(self.sample_stats["energy"]) < 4:
+      return None
+    return np.asarray(diagnostics.ebfmi(self.sample_stats["energy"]))
+
+  def summary(self, print_table=True):
+    """Posterior summary per scalar: mean, sd, mcse of the mean, 5/50/95%
+    quantiles, bulk and tail ESS, rank-normalized split R-hat (Vehtari et al.
+    2021).  Without kept draws: mean, sd and (non-split) R-hat from the
+    running per-chain moments.  Prints the table with its warnings (or, with
+    ``print_table=False``, issues them as ``RuntimeWarning``) and returns it."""
+    rows, notes = [], []
+    for name in self.target.names:
+      stats = self._stats(name)
+      shape = stats["mean"].shape
+      for index in np.ndindex(*shape):
+        label = name + (f"[{','.join(map(str, index))}]" if index else "")
+        rows.append((label, {c: float(stats[c][index]) for c in COLUMNS}))
+    notes.extend(self._warnings(rows))
+    table = Summary(rows, notes)
+    if print_table:
+      print(table)  # warnings included
+    else:
+      for note in notes:
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
+    return table
+
+  def _stats(self, name):
+    if self.draws is not None:
+      x = self.draws[name]
+      q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=(0, 1))
+      if x.shape[0] >= 4:
+        ess_bulk = np.asarray(diagnostics.ess_bulk(x))
+        ess_tail = np.asarray(diagnostics.ess_tail(x))
+        r_hat = np.asarray(diagnostics.rhat(x))
+        mcse = np.asarray(diagnostics.mcse_mean(x))
+      else:
+        ess_bulk = ess_tail = r_hat = mcse = np.full(x.shape[2:], np.nan)
+      return dict(mean=x.mean(axis=(0, 1)), sd=x.std(axis=(0, 1), ddof=1), mcse_mean=mcse,
+                  q5=q5, q50=q50, q95=q95, ess_bulk=ess_bulk, ess_tail=ess_tail, r_hat=r_hat)
+    mean, var, n = self.mean[name], self.variance[name], self.draw_count
+    grand = mean.mean(axis=0)
+    within = var.mean(axis=0)
+    between = n * mean.var(axis=0, ddof=1) if mean.shape[0] > 1 else np.zeros_like(grand)
+    pooled_var = ((n - 1) * within + n * mean.var(axis=0)) / max(n, 1.)
+    r_hat = np.sqrt(((n - 1) / n * within + between / n) / within) if mean.shape[0] > 1 \
+        else np.full_like(grand, np.nan)
+    nan = np.full_like(grand, np.nan)
+    return dict(mean=grand, sd=np.sqrt(pooled_var), mcse_mean=nan, q5=nan, q50=nan, q95=nan,
+                ess_bulk=nan, ess_tail=nan, r_hat=r_hat)
+
+  def _warnings(self, rows):
+    notes = []
+    r_hat = np.array([r["r_hat"] for _, r in rows])
+    ess = np.array([r["ess_bulk"] for _, r in rows])
+    if np.any(r_hat > 1.01):
+      worst = rows[int(np.nanargmax(r_hat))][0]
+      notes.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have R-hat > 1.01 "
+                   f"(worst: {worst}, {np.nanmax(r_hat):.3f}); the chains have not mixed: "
+                   "run longer or reparameterize.")
+    if np.any(ess < 100 * min(self.chains, 4)):
+      worst = rows[int(np.nanargmin(ess))][0]
+      notes.append(f"{int(np.sum(ess < 100 * min(self.chains, 4)))} parameter(s) have bulk "
+                   f"ESS below {100 * min(self.chains, 4)} (worst: {worst}, "
+                   f"{np.nanmin(ess):.0f}); estimates are noisy: draw more.")
+    div = self.divergences
+    if div is not None and div.sum() > 0:
+      notes.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
+                   "may be biased: raise target_accept or reparameterize (non-centered).")
+    depth = self.sample_stats.get("tree_depth")
+    max_depth = getattr(self.kernel, "max_tree_depth", None)
+    if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
+      notes.append(f"{100 * np.mean(depth >= max_depth):.1f}% of transitions hit the "
+                   f"maximum tree depth {max_depth}; raise max_tree_depth.")
+    bfmi = self.ebfmi()
+    if bfmi is not None and np.any(bfmi < 0.3):
+      notes.append(f"E-BFMI below 0.3 in {int(np.sum(bfmi < 0.3))} chain(s) "
+                   f"(min {np.min(bfmi):.2f}): the momentum resampling explores the energy "
+                   "poorly; reparameterize.")
+    return notes
+
+  # -- export -------------------------------------------------------------------
+
+  def to_arviz(self):
+    """An ``arviz.InferenceData`` with ``posterior`` and ``sample_stats`` groups
+    (needs the optional extra: ``pip install edward_lite[arviz]``)."""
+    try:
+      import arviz  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise ImportError("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.") from e
+    if self.draws is None:
+      raise ValueError("to_arviz() needs the draws: sample with keep_draws=True.")
+    swap = lambda x: np.swapaxes(x, 0, 1)  # ArviZ wants [chain, draw, ...]
+    names = {"accept_prob": "acceptance_rate", "n_grads": "n_steps", "energy": "energy",
+             "diverging": "diverging", "tree_depth": "tree_depth", "log_prob": "lp"}
+    return arviz.from_dict(
+        posterior={k: swap(v) for k, v in self.draws.items()},
+        sample_stats={names[k]: swap(v) for k, v in self.sample_stats.items()})
+
+  def __repr__(self):
+    kept = (f"{self.num_draws // self.thin} draws kept" if self.keep_draws else
+            "moments only")
+    return (f"<ed.mcmc.MCMCResult {self.kernel.name} chains={self.chains} "
+            f"warmup={self.warmup} draws={self.num_draws} ({kept}) "
+            f"latents={list(self.target.names)}>")

@@ -1,0 +1,455 @@
+"""``ed.mcmc.sample``: vectorized MCMC over many chains, compiled in chunks.
+
+The sampler runs as XLA-compiled chunks of many transitions (one
+``tf.while_loop`` under ``tf.function(jit_compile=True)``) that advance every
+chain together.  Between chunks the host updates the metric at the end of
+each warmup window, the progress bar and checkpoints.  Every setting that
+changes from call to call (seed, step size, metric, number of steps, phase)
+is a Tensor input, so one compiled program serves warmup and sampling, all
+chunks and all seeds.
+
+The random stream is stateless: transition ``t`` uses the seed
+``fold_in(seed, t)``, so a run does not depend on how it is cut into chunks
+and a resumed run equals an uninterrupted one.
+"""
+
+import collections
+import hashlib
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from edward_lite.mcmc import adaptation
+from edward_lite.mcmc.checkpoint import Checkpointer
+from edward_lite.mcmc.kernels import RWMH, get_kernel
+from edward_lite.mcmc.results import MCMCResult
+from edward_lite.target import make_target
+
+__all__ = ["sample"]
+
+DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
+
+STAT_KEYS = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
+
+ChunkState = collections.namedtuple(
+    "ChunkState", ["u", "scale", "dual_avg", "metric", "kernel_adapt", "moments"])
+
+
+def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
+           seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
+           step_size=None, adapt_metric=True, pooled=True, chunk_size=None,
+           progress=True, checkpoint_dir=None, max_init_tries=100, callback=None, **kwargs):
+  """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
+
+  Args:
+    model: an edward_lite program.
+    *args, **kwargs: its arguments (keywords not listed here go to ``model``).
+    observed: dict name -> observed value.
+    kernel: ``"nuts"``, ``"hmc"``, ``"rwmh"``, ``"chees"`` or a kernel object
+      (``ed.mcmc.NUTS(max_tree_depth=8)``, ``ed.mcmc.HMC(num_leapfrog_steps=32,
+      jitter=True)``, ``ed.mcmc.RWMH(scale=0.1, adapt=False)``, ...).
+    chains: number of chains ``C``, advanced together as a batch.
+    warmup: adaptation iterations (discarded).
+    draws: iterations kept per chain after warmup (before thinning).
+    seed: integer seed; every random choice derives from it.
+    thin: keep every ``thin``-th draw.
+    keep_draws: keep draws (``[draws, chains, ...]`` per variable); with
+      False only running per-chain moments are kept, in constant memory.
+    init: ``"uniform"`` (uniform(-init_radius, init_radius) on the
+      unconstrained space, as Stan), a dict ``name -> constrained value``
+      (broadcast to all chains) or an array ``[C, D]`` of unconstrained states.
+    step_size: initial step size (proposal scale for RWMH).
+    adapt_metric: adapt a diagonal metric in warmup windows (Stan's schedule).
+    pooled: pool metric and step-size adaptation across chains (one metric,
+      one step size) -- robust for many chains; False adapts per chain.
+    chunk_size: transitions per compiled call (default: about 20 progress
+      updates per run).
+    progress: show a tqdm progress bar (when tqdm is installed and stderr
+      is a terminal).
+    checkpoint_dir: directory for checkpoints; an interrupted run resumes
+      from it when called again with the same arguments.
+    max_init_tries: redraws of chains whose initial log density is not finite.
+    callback: optional ``callback(info)`` called on the host after every
+      chunk (after its checkpoint) with a dict: ``step``, ``total``,
+      ``warmup`` (bool), ``step_size``, ``divergences`` (in the chunk).
+
+  Returns:
+    An ``MCMCResult``.
+  """
+  settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
+                             max_init_tries, step_size)
+  kernel = get_kernel(kernel)
+  program = _Program.get(model, args, kwargs, observed, kernel, chains, pooled)
+  target = program.target
+  dtype = target.dtype.as_numpy_dtype
+  dim = target.dim
+  target_accept = kernel.default_target_accept(dim)
+  windows = adaptation.warmup_windows(warmup) if adapt_metric else []
+  window_ends = {end for _, end in windows}
+  window_starts = {start for start, _ in windows}
+  total = warmup + draws
+  chunk = settings["chunk_size"] or DEFAULT_CHUNK
+  capacity = chunk if keep_draws else 0  # draws kept per sampling chunk
+  seed_t = tf.constant(_seed_pair(seed), tf.int32)
+
+  ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
+      kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
+      thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooled,
+      init=_describe_init(init), step_size=step_size)) if checkpoint_dir else None
+  resumed = ckpt.load() if ckpt else None
+
+  if resumed is not None:
+    state, step, host = resumed["state"], resumed["step"], resumed["host"]
+    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, kernel, chains, pooled),
+                                                 [tf.constant(x) for x in state]))
+    kept = {k: list(v) for k, v in host["kept"].items()}
+  else:
+    u0 = _initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
+    h0 = step_size if step_size is not None else (
+        2.38 / np.sqrt(dim) if isinstance(kernel, RWMH) else 0.1)
+    if isinstance(kernel, RWMH) and kernel.scale is not None and step_size is None:
+      h0 = kernel.scale
+    step_shape = [1, 1] if pooled else [chains, 1]
+    state = ChunkState(
+        u=tf.constant(u0),
+        scale=tf.ones([1 if pooled else chains, dim], dtype),
+        dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, tf.constant(h0, dtype))),
+        metric=adaptation.welford_init([chains, dim], dtype),
+        kernel_adapt=kernel.adapt_init(chains, dtype),
+        moments=adaptation.welford_init([chains, target.constrained_dim], dtype))
+    step = 0
+    kept = collections.defaultdict(list)
+
+  adapt_step = not (isinstance(kernel, RWMH) and not kernel.adapt)
+  bar = _progress_bar(progress, total, step)
+  timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
+  while step < total:
+    in_warmup = step < warmup
+    n = _chunk_length(step, warmup, total, chunk * (1 if in_warmup or not keep_draws else thin),
+                      window_ends | window_starts)
+    collect = in_warmup and any(s <= step < e for s, e in windows)
+    final_step = tf.exp(state.dual_avg.log_step_bar)
+    start = time.perf_counter()
+    first_call = not program.compiled
+    state, out = program.run_chunk(
+        state, final_step, seed_t, tf.constant(step), tf.constant(n),
+        tf.constant(in_warmup and adapt_step), tf.constant(collect),
+        tf.constant(not in_warmup), tf.constant(not in_warmup and keep_draws),
+        tf.constant(thin), tf.constant(target_accept, dtype), capacity)
+    out = tf.nest.map_structure(lambda t: t.numpy(), out)
+    n_kept = -(-n // thin) if not in_warmup and keep_draws else 0
+    out["kept"] = {key: value[:n_kept] for key, value in out["kept"].items()}
+    elapsed = time.perf_counter() - start
+    if first_call:
+      program.compiled = True
+      timings["compile_s"] += elapsed  # includes this chunk's run time
+    timings["warmup_s" if in_warmup else "sampling_s"] += elapsed
+    for key, value in out["kept"].items():
+      kept[key].append(value)
+    for key, value in out["totals"].items():
+      kept.setdefault("_" + key, []).append(value)
+    kept.setdefault("_warmup", []).append(np.asarray(in_warmup))
+    step += n
+    if in_warmup and step in window_ends:
+      state = _end_window(state, pooled, dtype)
+    if step == warmup:
+      state = state._replace(kernel_adapt=kernel.finalize_adaptation(state.kernel_adapt))
+    if bar is not None:
+      bar.update(n)
+      bar.set_postfix(_postfix(out, state, n), refresh=False)
+    if ckpt:
+      ckpt.save(tf.nest.map_structure(lambda t: t.numpy(), tuple(tf.nest.flatten(state))),
+                step, {"kept": dict(kept)})
+    if callback is not None:
+      callback(dict(step=step, total=total, warmup=in_warmup,
+                    step_size=np.exp(state.dual_avg.log_step.numpy()).reshape(-1),
+                    divergences=int(np.sum(out["totals"]["diverging"]))))
+  if bar is not None:
+    bar.close()
+  return MCMCResult.build(target, kernel, kept, state, chains=chains, warmup=warmup,
+                          draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)
+
+
+# -- the compiled program ------------------------------------------------------
+
+
+class _Program:
+  """A model target and its compiled chunk function, cached across calls.
+
+  The cache key is the program, a fingerprint of its data, the kernel
+  settings, the number of chains and the pooling, so a new seed or new run
+  lengths reuse the compiled program.
+  """
+
+  _cache = collections.OrderedDict()
+  MAX_CACHED = 8
+
+  @classmethod
+  def get(cls, model, args, kwargs, observed, kernel, chains, pooled):
+    fingerprint = _fingerprint(model, args, kwargs, observed)
+    key = (fingerprint, kernel.settings(), chains, pooled)
+    if key in cls._cache:
+      cls._cache.move_to_end(key)
+      return cls._cache[key]
+    program = cls(make_target(model, *args, observed=observed, **kwargs), kernel, fingerprint)
+    cls._cache[key] = program
+    while len(cls._cache) > cls.MAX_CACHED:
+      cls._cache.popitem(last=False)
+    return program
+
+  def __init__(self, target, kernel, fingerprint):
+    if target.dtype is None or not target.dtype.is_floating:
+      raise TypeError("MCMC needs all latent variables in one floating dtype; "
+                      f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
+    if not target.names:
+      raise ValueError("The program has no latent variables: every random variable is "
+                       "observed or fixed, so there is nothing to sample.")
+    self.target, self.kernel, self.fingerprint = target, kernel, fingerprint
+    self.compiled = False
+    self.run_chunk = tf.function(self._run_chunk, jit_compile=True)
+    self.log_prob = tf.function(target.log_prob_flat)
+
+  def _run_chunk(self, state, final_step, seed, start, n, adapt_step, collect, sampling,
+                 keep, thin, target_accept, capacity):
+    """Runs ``n`` transitions from ``state``; keeps up to ``capacity`` draws.
+
+    ``capacity`` is a Python int (it fixes buffer shapes, so XLA sees static
+    shapes); everything else is a Tensor, so one trace serves every call.
+    """
+    target, kernel = self.target, self.kernel
+    scale = state.scale
+    dtype = state.u.dtype
+    chains = state.u.shape[0]
+
+    def log_prob(z):
+      return target.log_prob_flat(z * scale)
+
+    stat_dtypes = dict(accept_prob=dtype, diverging=tf.bool, n_grads=tf.int32,
+                       tree_depth=tf.int32, energy=dtype, log_prob=dtype)
+    buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
+    buffers["draws"] = tf.zeros([capacity, chains, target.constrained_dim], dtype)
+    step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
+    kstate = kernel.init(state.u / scale, log_prob, step0)
+    totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
+                  accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
+
+    def body(i, kstate, dual_avg, metric, kadapt, moments, buffers, totals):
+      t = start + i
+      step_seed = tf.random.experimental.stateless_fold_in(seed, t)
+      step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
+      new_kstate, info = kernel.one_step(kstate, step_size, step_seed, log_prob, step=t,
+                                         adapt_state=kadapt)
+      accept = info["accept_prob"]
+      pooled = dual_avg.h_bar.shape[0] == 1
+      stat = tf.reduce_mean(accept)[None, None] if pooled else accept[:, None]
+      dual_avg = _select(adapt_step, adaptation.dual_averaging_update(
+          dual_avg, stat, target_accept), dual_avg)
+      kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size, t),
+                       kadapt)
+      u = kernel.state(new_kstate) * scale
+      metric = _select(collect, adaptation.welford_update(metric, u), metric)
+
+      def record():
+        x = target.constrain_flat(u)
+        new_moments = adaptation.welford_update(moments, x)
+        if not capacity:
+          return new_moments, buffers
+        row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
+
+        def write():
+          out = {"draws": tf.tensor_scatter_nd_update(buffers["draws"], row, x[None])}
+          for key in stat_dtypes:
+            out[key] = tf.tensor_scatter_nd_update(buffers[key], row, info[key][None])
+          return out
+
+        return new_moments, tf.cond(keep & (i % thin == 0), write, lambda: dict(buffers))
+
+      moments, buffers = tf.cond(sampling, record, lambda: (moments, dict(buffers)))
+      totals = dict(
+          n_grads=totals["n_grads"] + info["n_grads"],
+          diverging=totals["diverging"] + tf.cast(info["diverging"], tf.int32),
+          accept_prob=totals["accept_prob"] + accept,
+          max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
+      return i + 1, new_kstate, dual_avg, metric, kadapt, moments, buffers, totals
+
+    _, kstate, dual_avg, metric, kadapt, moments, buffers, totals = tf.while_loop(
+        lambda i, *_: i < n, body,
+        (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt,
+         state.moments, buffers, totals))
+    new_state = ChunkState(kernel.state(kstate) * scale, scale, dual_avg, metric, kadapt,
+                           moments)
+    # Full buffers: slicing to the kept count here would make it a compile-time
+    # constant and recompile for every chunk length; the host slices instead.
+    return new_state, {"kept": buffers, "totals": totals}
+
+
+def _select(flag, a, b):
+  return tf.nest.map_structure(lambda x, y: tf.where(flag, x, y), a, b)
+
+
+def _end_window(state, pooled, dtype):
+  """Metric update and step-size restart at the end of a slow window."""
+  var = adaptation.welford_variance(state.metric, pooled=pooled)
+  scale = tf.sqrt(var)
+  step = tf.exp(state.dual_avg.log_step_bar)
+  return state._replace(
+      scale=tf.cast(scale, dtype),
+      dual_avg=adaptation.dual_averaging_init(step),
+      metric=adaptation.welford_init(state.metric.mean.shape, dtype))
+
+
+def _state_template(program, kernel, chains, pooled):
+  dtype = program.target.dtype.as_numpy_dtype
+  dim = program.target.dim
+  step_shape = [1, 1] if pooled else [chains, 1]
+  return ChunkState(
+      u=tf.zeros([chains, dim], dtype), scale=tf.ones([1 if pooled else chains, dim], dtype),
+      dual_avg=adaptation.dual_averaging_init(tf.ones(step_shape, dtype)),
+      metric=adaptation.welford_init([chains, dim], dtype),
+      kernel_adapt=kernel.adapt_init(chains, dtype),
+      moments=adaptation.welford_init([chains, program.target.constrained_dim], dtype))
+
+
+def _chunk_length(step, warmup, total, chunk, boundaries):
+  """Steps until the next chunk boundary, window boundary or end of warmup."""
+  stops = [b for b in boundaries | {warmup, total} if b > step]
+  return min(step + chunk, min(stops)) - step
+
+
+# -- inputs ---------------------------------------------------------------------
+
+
+def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
+                    max_init_tries, step_size):
+  def integer(name, value, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+      raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    return int(value)
+
+  out = dict(chains=integer("chains", chains, 1), warmup=integer("warmup", warmup, 0),
+             draws=integer("draws", draws, 1), seed=integer("seed", seed, 0),
+             thin=integer("thin", thin, 1), max_init_tries=integer("max_init_tries", max_init_tries, 1),
+             chunk_size=None if chunk_size is None else integer("chunk_size", chunk_size, 1))
+  if not np.isfinite(init_radius) or init_radius <= 0:
+    raise ValueError(f"init_radius must be a positive number; got {init_radius!r}.")
+  if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
+    raise ValueError(f"step_size must be a positive number; got {step_size!r}.")
+  return out
+
+
+def _seed_pair(seed):
+  return [seed % (2**31 - 1), (seed // (2**31 - 1)) % (2**31 - 1)]
+
+
+def _describe_init(init):
+  if isinstance(init, str):
+    return init
+  if isinstance(init, dict):
+    return {k: np.asarray(v).tolist() for k, v in init.items()}
+  return hashlib.sha1(np.ascontiguousarray(init).tobytes()).hexdigest()
+
+
+def _initial_state(program, init, chains, seed, radius, max_tries):
+  """Initial unconstrained states ``[C, D]`` with finite log density."""
+  target = program.target
+  dtype = target.dtype.as_numpy_dtype
+  if isinstance(init, str):
+    if init != "uniform":
+      raise ValueError(f"init must be 'uniform', a dict of constrained values or an array "
+                       f"[chains, {target.dim}]; got {init!r}.")
+    u = None
+  elif isinstance(init, dict):
+    unknown = [k for k in init if k not in target.names]
+    if unknown:
+      raise ValueError(f"init names {unknown} are not latent variables; the latents are "
+                       f"{list(target.names)}.")
+    values = {}
+    for name, info in target.latents.items():
+      if name not in init:
+        raise ValueError(f"init is missing latent variable '{name}'.")
+      value = np.asarray(init[name], dtype)
+      try:
+        values[name] = np.broadcast_to(value, (chains,) + tuple(info.shape)).copy()
+      except ValueError as e:
+        raise ValueError(f"init value for '{name}' has shape {value.shape}; expected "
+                         f"{info.shape.as_list()} or [{chains}] + that.") from e
+    u = target.flatten(target.unconstrain(values)).numpy()
+    if not np.all(np.isfinite(u)):
+      bad = [n for n, v in target.unconstrain(values).items() if not np.all(np.isfinite(v))]
+      raise ValueError(f"init values for {bad} are outside the support of their distributions.")
+  else:
+    u = np.asarray(init, dtype)
+    if u.shape != (chains, target.dim):
+      raise ValueError(f"An init array must have shape [chains, D] = [{chains}, {target.dim}]; "
+                       f"got {list(u.shape)}.")
+  log_prob = program.log_prob
+  fixed = u is not None
+  if u is None:
+    u = np.zeros([chains, target.dim], dtype)
+  bad = np.ones(chains, bool) if not fixed else None
+  for attempt in range(max_tries):
+    if not fixed:
+      draw = tf.random.stateless_uniform(
+          [chains, target.dim], tf.random.experimental.stateless_fold_in(seed, -1 - attempt),
+          -radius, radius, dtype=dtype).numpy()
+      u = np.where(bad[:, None], draw, u)
+    lp = log_prob(tf.constant(u)).numpy()
+    bad = ~np.isfinite(lp)
+    if not bad.any():
+      return u
+    if fixed:
+      break
+  raise ValueError(
+      f"{int(bad.sum())} of {chains} chains have a non-finite initial log density after "
+      f"{max_tries if not fixed else 1} tries; check the model's support and data, or pass "
+      "init= values inside the support.")
+
+
+def _fingerprint(model, args, kwargs, observed):
+  """A hashable key of the program and the content of its data."""
+  digest = hashlib.sha1()
+
+  def add(value):
+    if isinstance(value, (np.ndarray, np.generic)) or tf.is_tensor(value):
+      array = np.asarray(value)
+      digest.update(f"{array.dtype}{array.shape}".encode())
+      digest.update(np.ascontiguousarray(array).tobytes())
+    elif isinstance(value, (list, tuple)):
+      digest.update(f"{type(value).__name__}{len(value)}".encode())
+      for v in value:
+        add(v)
+    elif isinstance(value, dict):
+      for k in sorted(value, key=str):
+        digest.update(str(k).encode())
+        add(value[k])
+    elif isinstance(value, (int, float, str, bool, type(None), complex)):
+      digest.update(repr(value).encode())
+    else:
+      digest.update(f"id{id(value)}".encode())
+
+  add(list(args))
+  add(dict(kwargs))
+  add(dict(observed or {}))
+  return (model, digest.hexdigest())
+
+
+# -- host side -------------------------------------------------------------------
+
+
+def _progress_bar(progress, total, initial):
+  if not progress or not sys.stderr.isatty():
+    return None
+  try:
+    import tqdm  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return None
+  return tqdm.tqdm(total=total, initial=initial, unit="it", desc="sampling", leave=True)
+
+
+def _postfix(out, state, n):
+  step = float(np.mean(np.exp(state.dual_avg.log_step.numpy())))
+  return dict(step_size=f"{step:.3g}",
+              accept=f"{np.mean(out['totals']['accept_prob']) / n:.2f}",
+              divergences=int(np.sum(out["totals"]["diverging"])))

@@ -1,0 +1,248 @@
+"""ed.mcmc.sample against analytic posteriors, reference posteriors and itself.
+
+Tolerances: an estimate from ``S`` effective draws of a quantity with
+posterior sd ``s`` has Monte Carlo error ``s / sqrt(S)``; the checks allow
+4-5 such errors (the ESS is measured from the draws, so a badly mixing
+sampler gets no free pass: its ESS floor is asserted too).
+"""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import edward_lite as ed
+from edward_lite import diagnostics
+
+KERNELS = ["nuts", "hmc", "rwmh", "chees"]
+
+# Normal-normal: mu ~ N(0, 2^2), y_i ~ N(mu, 1), i = 1..4.
+Y_NN = np.array([1.2, 0.5, 2.0, 1.5], np.float32)
+POST_PREC = 1 / 4. + len(Y_NN)
+POST_MEAN, POST_VAR = Y_NN.sum() / POST_PREC, 1 / POST_PREC
+
+
+def normal_normal():
+  mu = ed.Normal(0., 2., name="mu")
+  return ed.Normal(mu, 1., sample_shape=len(Y_NN), name="y")
+
+
+def check_moments(draws, mean, var, what, min_ess=100):
+  """Posterior mean and variance of ``draws[draws, chains, ...]`` against
+  the exact values, within 5 Monte Carlo standard errors."""
+  draws = np.asarray(draws, np.float64)
+  ess = np.asarray(diagnostics.ess_bulk(draws))
+  assert np.all(ess > min_ess), f"{what}: ESS {ess} too low"
+  est_mean = draws.mean(axis=(0, 1))
+  sd = np.sqrt(var)
+  assert np.all(np.abs(est_mean - mean) < 5 * sd / np.sqrt(ess)), (what, est_mean, mean)
+  # Var of the sample variance of a normal ~ 2 var^2 / ESS (ESS of squares is
+  # similar to that of the draws for these targets; allow 6 errors).
+  est_var = draws.var(axis=(0, 1))
+  assert np.all(np.abs(est_var - var) < 6 * var * np.sqrt(2 / ess)), (what, est_var, var)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_normal_normal_posterior(kernel):
+  result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, kernel=kernel, chains=16,
+                          warmup=300, draws=400, seed=1, progress=False)
+  assert result.draws["mu"].shape == (400, 16)
+  check_moments(result.draws["mu"], POST_MEAN, POST_VAR, kernel)
+  assert result.divergences.sum() == 0
+
+
+RHO = 0.9
+COV = np.array([[1., RHO * 2.], [RHO * 2., 4.]], np.float32)
+LOC = np.array([1., -2.], np.float32)
+
+
+def correlated_normal():
+  return ed.MultivariateNormalTriL(LOC, np.linalg.cholesky(COV), name="x")
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_correlated_multivariate_normal(kernel):
+  result = ed.mcmc.sample(correlated_normal, kernel=kernel, chains=16, warmup=300,
+                          draws=500, seed=2, progress=False)
+  x = result.draws["x"]  # [500, 16, 2]
+  check_moments(x, LOC, np.diag(COV), kernel, min_ess=60)
+  flat = x.reshape(-1, 2)
+  # Antithetic samplers can exceed the draw count; the correlation estimator
+  # does not share that, so cap the ESS at the number of draws.
+  ess = min(float(np.min(diagnostics.ess_bulk(x))), flat.shape[0])
+  corr = np.corrcoef(flat.T)[0, 1]
+  # sd of a sample correlation ~ (1 - rho^2) / sqrt(n)
+  assert abs(corr - RHO) < 5 * (1 - RHO ** 2) / np.sqrt(ess), (kernel, corr)
+
+
+# Gamma-Poisson: lam ~ Gamma(3, 2); y_i ~ Poisson(lam) -> Gamma(3 + sum y, 2 + n).
+Y_POIS = np.array([2., 4., 1., 3., 5., 2.], np.float32)
+A_POST, B_POST = 3. + Y_POIS.sum(), 2. + len(Y_POIS)
+
+
+def gamma_poisson():
+  lam = ed.Gamma(3., 2., name="lam")
+  return ed.Poisson(lam, sample_shape=len(Y_POIS), name="y")
+
+
+@pytest.mark.parametrize("kernel", ["nuts", "rwmh"])
+def test_constrained_latent_gamma_poisson(kernel):
+  result = ed.mcmc.sample(gamma_poisson, observed={"y": Y_POIS}, kernel=kernel, chains=16,
+                          warmup=300, draws=500, seed=3, progress=False)
+  lam = result.draws["lam"]
+  assert lam.min() > 0
+  check_moments(lam, A_POST / B_POST, A_POST / B_POST ** 2, kernel)
+  # A tail quantile too: the exact 95% point of Gamma(a, b), by bisection on
+  # the regularized incomplete gamma function.
+  q95 = float(np.quantile(lam, 0.95))
+  exact = _gamma_quantile(0.95, A_POST, B_POST)
+  assert abs(q95 - exact) < 0.1 * np.sqrt(A_POST) / B_POST, (q95, exact)
+
+
+def _gamma_quantile(p, a, b):
+  lo, hi = 0., 100.
+  for _ in range(100):
+    mid = (lo + hi) / 2
+    if float(tf.math.igamma(tf.constant(a, tf.float64), mid * b)) < p:
+      lo = mid
+    else:
+      hi = mid
+  return (lo + hi) / 2
+
+
+EIGHT_Y = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
+EIGHT_SIGMA = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
+
+
+def eight_schools(sigma):
+  mu = ed.Normal(0., 5., name="mu")
+  tau = ed.HalfCauchy(0., 5., name="tau")
+  theta_tilde = ed.Normal(tf.zeros(8), 1., name="theta_tilde")
+  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
+
+
+def _reference(name):
+  root = pathlib.Path(__file__).resolve().parents[2] / "shared" / "refs"
+  path = root / f"{name}.json"
+  if not path.exists():
+    pytest.skip(f"reference posterior {path} not available")
+  return json.loads(path.read_text())
+
+
+def test_eight_schools_against_stan_reference():
+  ref = _reference("eight_schools")
+  result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, kernel="nuts",
+                          chains=8, warmup=1000, draws=1000, seed=4, progress=False)
+  for name in ("mu", "tau", "theta_tilde"):
+    draws = np.asarray(result.draws[name], np.float64)
+    params = ref["params"][name]
+    ess = np.asarray(diagnostics.ess_bulk(draws)).reshape(-1)
+    mean = draws.mean(axis=(0, 1)).reshape(-1)
+    ref_mean, ref_sd = np.array(params["mean"]), np.array(params["sd"])
+    err = np.sqrt(np.array(params["mcse_mean"]) ** 2 + ref_sd ** 2 / ess)
+    assert np.all(np.abs(mean - ref_mean) <= 5 * err), (name, mean, ref_mean, err)
+    assert np.all(ess > 300), (name, ess)
+    r_hat = np.asarray(diagnostics.rhat(draws)).reshape(-1)
+    assert np.all(r_hat < 1.02), (name, r_hat)
+  assert result.divergences.sum() <= 0.01 * 8 * 1000
+
+
+def test_reproducible_and_independent_of_chunking():
+  kwargs = dict(observed={"y": Y_NN}, kernel="nuts", chains=4, warmup=120, draws=80,
+                progress=False)
+  a = ed.mcmc.sample(normal_normal, seed=7, **kwargs)
+  b = ed.mcmc.sample(normal_normal, seed=7, chunk_size=33, **kwargs)
+  c = ed.mcmc.sample(normal_normal, seed=8, **kwargs)
+  np.testing.assert_array_equal(a.draws["mu"], b.draws["mu"])
+  np.testing.assert_array_equal(a.sample_stats["n_grads"], b.sample_stats["n_grads"])
+  assert not np.array_equal(a.draws["mu"], c.draws["mu"])
+
+
+def test_many_chains_equal_few_chains_in_distribution():
+  few = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=4, warmup=200, draws=500,
+                       seed=5, progress=False)
+  many = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=256, warmup=200,
+                        draws=50, seed=5, progress=False)
+  for r in (few, many):
+    check_moments(r.draws["mu"], POST_MEAN, POST_VAR, f"{r.chains} chains")
+
+
+def test_streaming_moments_equal_moments_of_kept_draws():
+  result = ed.mcmc.sample(gamma_poisson, observed={"y": Y_POIS}, chains=6, warmup=100,
+                          draws=150, seed=6, progress=False)
+  lam = result.draws["lam"].astype(np.float64)
+  np.testing.assert_allclose(result.mean["lam"], lam.mean(axis=0), rtol=1e-5)
+  np.testing.assert_allclose(result.variance["lam"], lam.var(axis=0, ddof=1), rtol=1e-4)
+  streamed = ed.mcmc.sample(gamma_poisson, observed={"y": Y_POIS}, chains=6, warmup=100,
+                            draws=150, seed=6, progress=False, keep_draws=False)
+  assert streamed.draws is None
+  np.testing.assert_allclose(streamed.mean["lam"], result.mean["lam"], rtol=1e-6)
+  table = streamed.summary(print_table=False)
+  np.testing.assert_allclose(table["lam"]["mean"], lam.mean(), rtol=1e-5)
+  np.testing.assert_allclose(table["lam"]["sd"], lam.std(ddof=1), rtol=1e-3)
+
+
+def test_thinning_keeps_every_kth_draw():
+  kwargs = dict(observed={"y": Y_NN}, chains=3, warmup=50, draws=60, seed=9, progress=False)
+  full = ed.mcmc.sample(normal_normal, **kwargs)
+  thinned = ed.mcmc.sample(normal_normal, thin=3, **kwargs)
+  np.testing.assert_array_equal(thinned.draws["mu"], full.draws["mu"][::3])
+
+
+def test_summary_table_and_warnings():
+  result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, chains=4,
+                          warmup=200, draws=200, seed=10, progress=False)
+  with pytest.warns(RuntimeWarning):  # 800 draws: ESS below 400 for some entries
+    table = result.summary(print_table=False)
+  labels = [label for label, _ in table]
+  assert labels[:3] == ["mu", "tau", "theta_tilde[0]"] and len(labels) == 10
+  theta = result.draws["theta_tilde"][..., 3].astype(np.float64)
+  row = table["theta_tilde[3]"]
+  np.testing.assert_allclose(row["mean"], theta.mean(), rtol=1e-5)
+  np.testing.assert_allclose(row["q95"], np.quantile(theta, 0.95), rtol=1e-5)
+  np.testing.assert_allclose(row["r_hat"], float(diagnostics.rhat(theta)), rtol=1e-6)
+  text = str(table)
+  assert "ess_bulk" in text and "theta_tilde[7]" in text
+
+
+def nan_region():
+  x = ed.Normal(0., 1., name="x")
+  # The likelihood is NaN for x > 1.5: the sampler must reject, not crash.
+  return ed.Normal(0., tf.where(x > 1.5, np.float32(np.nan), 1.), value=0., name="y")
+
+
+@pytest.mark.parametrize("kernel", ["hmc", "nuts"])
+def test_nan_log_density_counts_as_divergence(kernel):
+  result = ed.mcmc.sample(nan_region, kernel=kernel, chains=8, warmup=150, draws=300, seed=11,
+                          progress=False, init={"x": 0.})
+  x = result.draws["x"]
+  assert np.all(np.isfinite(x)) and x.max() <= 1.5
+  assert result.divergences.sum() + result.warmup_divergences.sum() > 0
+  # N(0, 1) truncated at 1.5: mean = -phi(1.5) / Phi(1.5)
+  exact = -np.exp(-1.125) / np.sqrt(2 * np.pi) / 0.9331928
+  assert abs(x.mean() - exact) < 0.15
+
+
+def test_bad_settings_are_clear_errors():
+  with pytest.raises(ValueError, match="chains"):
+    ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=0)
+  with pytest.raises(ValueError, match="Unknown kernel 'gibbs'"):
+    ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, kernel="gibbs")
+  with pytest.raises(ValueError, match="init names \\['sigma'\\]"):
+    ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, init={"sigma": 1.})
+  with pytest.raises(ValueError, match="init must be"):
+    ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, init="prior-ish")
+  with pytest.raises(ValueError, match="'lam'"):  # outside the support
+    ed.mcmc.sample(gamma_poisson, observed={"y": Y_POIS}, init={"lam": -1.})
+  with pytest.raises(ValueError, match="max_tree_depth"):
+    ed.mcmc.NUTS(max_tree_depth=0)
+
+  def hopeless():
+    x = ed.Normal(0., 1., name="x")
+    return ed.Normal(0., tf.where(x > -100., np.float32(np.nan), 1.), value=0., name="y")
+
+  with pytest.raises(ValueError, match="non-finite initial log density"):
+    ed.mcmc.sample(hopeless, max_init_tries=3, progress=False)
