@@ -31,11 +31,14 @@ import inspect
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from edward_lite.random_variable import DeferredValue, RandomVariable
 from edward_lite.tracing import check_unique_name, trace
 
-__all__ = ["Target", "make_target", "LatentInfo"]
+__all__ = ["Target", "make_target", "LatentInfo", "support_bijector"]
+
+tfd, tfb = tfp.distributions, tfp.bijectors
 
 LatentInfo = collections.namedtuple(
     "LatentInfo", ["name", "shape", "dtype", "bijector", "unconstrained_shape",
@@ -203,18 +206,13 @@ class Target:
   def _latent_info(name, rv):
     dist = rv.distribution
     kind = type(dist).__name__
-    bijector = None
-    if dist.dtype.is_floating:
-      try:
-        bijector = dist.experimental_default_event_space_bijector()
-      except NotImplementedError:
-        bijector = None
+    bijector = support_bijector(dist)
     if bijector is None:
       raise ValueError(
           f"Latent random variable '{name}' ({kind}, dtype {dist.dtype.name}) has "
-          "discrete support; gradient-based inference needs continuous latents: "
-          "observe it or marginalize it out (for example with ed.Mixture or "
-          "ed.MixtureSameFamily).")
+          "discrete support (or a support TFP gives no bijector for); gradient-based "
+          "inference needs continuous latents: observe it or marginalize it out (for "
+          "example with ed.Mixture or ed.MixtureSameFamily).")
     shape = rv.value.shape
     if not shape.is_fully_defined():
       raise ValueError(f"Latent random variable '{name}' has a shape not known "
@@ -303,7 +301,7 @@ class Target:
 
   @staticmethod
   def _transform(name, dist, value, inverse, terms, constrained, unconstrained):
-    bijector = dist.experimental_default_event_space_bijector()
+    bijector = support_bijector(dist)
     if inverse:
       x = tf.convert_to_tensor(value, dtype=dist.dtype)
       u = bijector.inverse(x)
@@ -476,6 +474,34 @@ class Target:
     if self._dtype is None:
       dtypes = {n: i.dtype.name for n, i in self._latents.items()}
       raise TypeError(f"Flattening needs one dtype for all latents; they have {dtypes}.")
+
+
+def support_bijector(dist):
+  """Bijector from unconstrained space onto the support of ``dist``, or None.
+
+  TFP's default event-space bijector; for mixtures, for which TFP defines
+  none, the identity when every component lives on the whole real line.
+  None for discrete distributions.
+  """
+  if not dist.dtype.is_floating:
+    return None
+  try:
+    bijector = dist.experimental_default_event_space_bijector()
+  except NotImplementedError:
+    bijector = None
+  if bijector is not None:
+    return bijector
+  if isinstance(dist, tfd.MixtureSameFamily):
+    components = [dist.components_distribution]
+  elif isinstance(dist, tfd.Mixture):
+    components = dist.components
+  else:
+    return None
+  for component in components:
+    inner = support_bijector(component)
+    if not isinstance(inner, tfb.Identity):
+      return None
+  return tfb.Identity()
 
 
 def _shape_text(desc):
