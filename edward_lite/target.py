@@ -28,6 +28,7 @@ data; discrete latents; a structure that changes between runs) happen in
 
 import collections
 import inspect
+import zlib
 
 import numpy as np
 import tensorflow as tf
@@ -312,6 +313,57 @@ class Target:
     constrained[name], unconstrained[name] = x, u
     return x
 
+  def _simulate(self, values, seed):
+    """Runs the program once with ``values`` (constrained, unbatched) for the
+    latents they name; every other random variable that is not fixed in the
+    program is drawn from its distribution with a stateless seed derived from
+    ``seed`` and its name.  Returns name -> value of every random variable."""
+    out = {}
+
+    def tracer(fn, *args, **kwargs):
+      name = self._require_name(fn, kwargs)
+      if name in values:
+        kwargs["value"] = values[name]
+      elif name not in self._fixed:
+        shape = kwargs.get("sample_shape", ())
+        rv_seed = tf.random.experimental.stateless_fold_in(seed, zlib.crc32(name.encode()) >> 1)
+        kwargs["value"] = DeferredValue(lambda dist: dist.sample(shape, seed=rv_seed))
+      rv = fn(*args, **kwargs)
+      out[name] = rv.value
+      return rv
+
+    with trace(tracer):
+      self._program(*self._args, **self._kwargs)
+    return out
+
+  def sample_prior(self, chains, seed):
+    """Prior draws of the latents: dict ``name -> [chains, *shape]`` (constrained).
+
+    Args:
+      chains: number of draws.
+      seed: stateless seed, a shape-[2] int Tensor or an int.
+    """
+    seeds = tf.random.experimental.stateless_split(_seed(seed), chains)
+    draws = tf.vectorized_map(lambda s: self._simulate({}, s), seeds)
+    return {n: draws[n] for n in self._latents}
+
+  def predict(self, values, seed):
+    """Simulates the program at given latent values (e.g. posterior draws).
+
+    Args:
+      values: dict ``name -> [N, *shape]`` of constrained values for the
+        latents (all of them).
+      seed: stateless seed.
+
+    Returns:
+      dict ``name -> [N, ...]`` for every random variable of the program,
+      observed ones redrawn: the (posterior) predictive distribution.
+    """
+    values = self._as_dict(values, constrained=True)
+    count = tf.shape(next(iter(values.values())))[0]
+    seeds = tf.random.experimental.stateless_split(_seed(seed), count)
+    return tf.vectorized_map(lambda args: self._simulate(args[0], args[1]), (values, seeds))
+
   # -- batched API ----------------------------------------------------------
 
   def _as_dict(self, state, constrained=False):
@@ -502,6 +554,12 @@ def support_bijector(dist):
     if not isinstance(inner, tfb.Identity):
       return None
   return tfb.Identity()
+
+
+def _seed(seed):
+  if isinstance(seed, (int, np.integer)):
+    return tf.constant([int(seed) % (2**31 - 1), 0], tf.int32)
+  return tf.convert_to_tensor(seed, tf.int32)
 
 
 def _shape_text(desc):

@@ -246,3 +246,28 @@ def test_bad_settings_are_clear_errors():
 
   with pytest.raises(ValueError, match="non-finite initial log density"):
     ed.mcmc.sample(hopeless, max_init_tries=3, progress=False)
+
+
+def test_prior_init_and_posterior_predictive():
+  result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=8, warmup=150,
+                          draws=200, seed=12, init="prior", progress=False)
+  check_moments(result.draws["mu"], POST_MEAN, POST_VAR, "prior init")
+  predictive = result.posterior_predictive(seed=1)
+  y_rep = predictive["y"]
+  assert set(predictive) == {"y"} and y_rep.shape == (200, 8, 4)
+  # y_rep = mu + N(0, 1): mean POST_MEAN, variance POST_VAR + 1 per coordinate;
+  # the noise is independent of mu draw by draw.
+  noise = y_rep - result.draws["mu"][..., None]
+  assert abs(noise.mean()) < 5 / np.sqrt(noise.size)
+  assert abs(noise.var() - 1.) < 5 * np.sqrt(2 / noise.size)
+  np.testing.assert_array_equal(result.posterior_predictive(seed=1)["y"], y_rep)
+
+
+def test_sample_prior_matches_prior_moments():
+  target = ed.make_target(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y})
+  prior = target.sample_prior(4000, seed=3)
+  mu, theta = prior["mu"].numpy(), prior["theta_tilde"].numpy()
+  assert abs(mu.mean()) < 5 * 5 / np.sqrt(4000) and abs(mu.std() - 5) < 0.3
+  assert abs(theta.std() - 1) < 0.03
+  # HalfCauchy(0, 5): median 5
+  assert abs(np.median(prior["tau"].numpy()) - 5.) < 0.6

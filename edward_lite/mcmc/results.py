@@ -198,6 +198,23 @@ class MCMCResult:
                    "poorly; reparameterize.")
     return notes
 
+  def posterior_predictive(self, seed=0):
+    """Posterior predictive draws: the program run at every kept draw with
+    its observed (and fixed) random variables redrawn.
+
+    Returns:
+      dict name -> NumPy ``[draws, chains, *shape]`` for every random variable
+      that is not a latent.
+    """
+    if self.draws is None:
+      raise ValueError("posterior_predictive() needs the draws: sample with keep_draws=True.")
+    lead = next(iter(self.draws.values())).shape[:2]
+    flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
+    sims = self.target.predict(flat, seed)
+    latents = set(self.target.names)
+    return {k: np.asarray(v).reshape(lead + tuple(v.shape[1:]))
+            for k, v in sims.items() if k not in latents}
+
   # -- export -------------------------------------------------------------------
 
   def to_arviz(self):

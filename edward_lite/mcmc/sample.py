@@ -58,7 +58,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     keep_draws: keep draws (``[draws, chains, ...]`` per variable); with
       False only running per-chain moments are kept, in constant memory.
     init: ``"uniform"`` (uniform(-init_radius, init_radius) on the
-      unconstrained space, as Stan), a dict ``name -> constrained value``
+      unconstrained space, as Stan), ``"prior"`` (draws from the prior), a
+      dict ``name -> constrained value``
       (broadcast to all chains) or an array ``[C, D]`` of unconstrained states.
     step_size: initial step size (proposal scale for RWMH).
     adapt_metric: adapt a diagonal metric in warmup windows (Stan's schedule).
@@ -356,9 +357,9 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
   target = program.target
   dtype = target.dtype.as_numpy_dtype
   if isinstance(init, str):
-    if init != "uniform":
-      raise ValueError(f"init must be 'uniform', a dict of constrained values or an array "
-                       f"[chains, {target.dim}]; got {init!r}.")
+    if init not in ("uniform", "prior"):
+      raise ValueError(f"init must be 'uniform', 'prior', a dict of constrained values or an "
+                       f"array [chains, {target.dim}]; got {init!r}.")
     u = None
   elif isinstance(init, dict):
     unknown = [k for k in init if k not in target.names]
@@ -391,10 +392,13 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
   bad = np.ones(chains, bool) if not fixed else None
   for attempt in range(max_tries):
     if not fixed:
-      draw = tf.random.stateless_uniform(
-          [chains, target.dim], tf.random.experimental.stateless_fold_in(seed, -1 - attempt),
-          -radius, radius, dtype=dtype).numpy()
-      u = np.where(bad[:, None], draw, u)
+      init_seed = tf.random.experimental.stateless_fold_in(seed, -1 - attempt)
+      if init == "prior":
+        draw = target.flatten(target.unconstrain(target.sample_prior(chains, init_seed)))
+      else:
+        draw = tf.random.stateless_uniform([chains, target.dim], init_seed, -radius, radius,
+                                           dtype=dtype)
+      u = np.where(bad[:, None], draw.numpy(), u)
     lp = log_prob(tf.constant(u)).numpy()
     bad = ~np.isfinite(lp)
     if not bad.any():
