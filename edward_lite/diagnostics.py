@@ -3,9 +3,12 @@
 Every function takes draws of shape ``[draws, chains, *param_shape]`` (NumPy
 or Tensor, any real dtype) and returns a float64 Tensor of shape
 ``param_shape``: one number per scalar parameter, all parameters computed
-together by batched TensorFlow ops (sorts, FFTs, reductions), so 10^5
-parameters cost a handful of kernel launches.  Everything works inside
-``tf.function(jit_compile=True)``; shapes must be static there.
+together by batched TensorFlow ops (sorts, FFTs, reductions, no Python loop
+over parameters or lags).  Everything works inside ``tf.function``, also
+with ``jit_compile=True``; shapes must be static.  The cost is one or two
+row sorts of the ``[P, chains * draws]`` draws (rank-based diagnostics) and
+one batched FFT per ESS; eagerly on CPU the sort dominates.  XLA's CPU sort
+is slower than TensorFlow's, so on CPU call these eagerly for large P.
 
 Notation (Vehtari, Gelman, Simpson, Carpenter, Burkner 2021, "Rank-
 normalization, folding, and localization: an improved R-hat for assessing
@@ -104,10 +107,17 @@ def _finish(result, x, param_shape):
 # -- building blocks on [P, M, n] -------------------------------------------------
 
 def _split_chains(x):
-  """[P, C, N] -> [P, 2C, N // 2]: first and second halves as separate chains."""
-  n = x.shape[-1]
+  """[P, C, N] -> [P, 2C, N // 2]: each chain's halves as two chains.
+
+  Chain c becomes chains 2c and 2c + 1 (every statistic here is symmetric in
+  the chains); for even N this is a reshape, for odd N the middle draw is
+  dropped first.
+  """
+  p, c, n = x.shape
   half = n // 2
-  return tf.concat([x[..., :half], x[..., n - half:]], axis=1)
+  if n % 2:
+    x = tf.concat([x[..., :half], x[..., half + 1:]], axis=-1)
+  return tf.reshape(x, [p, 2 * c, half])
 
 
 def _scan_extreme(x, op, fill, reverse=False):
@@ -148,6 +158,36 @@ def _inverse_permutations(order):
   return tf.reshape(inverse, [p, s]) - offset
 
 
+def _tie_runs(differs):
+  """First and last sorted position of each element's run of equal values.
+
+  ``differs`` [P, S - 1] is ``sorted[:, 1:] != sorted[:, :-1]``.  Returns
+  int32 ``(first, last)`` [P, S]: a running max of run-start positions and a
+  reversed running min of run-end positions, by doubling (Hillis-Steele)
+  steps that stop once a step changes nothing -- after about
+  ``log2(longest run) + 2`` steps, two when ties are isolated pairs.  (A
+  step changes nothing only when every run is shorter than its shift: the
+  entries still wrong would move from 0 to their run's start, or from
+  S - 1 to its end.)
+  """
+  s = differs.shape[-1] + 1
+  position = tf.range(s, dtype=tf.int32)
+  edge = tf.ones_like(differs[:, :1])
+  first = tf.where(tf.concat([edge, differs], axis=-1), position, 0)
+  last = tf.where(tf.concat([differs, edge], axis=-1), position, s - 1)
+
+  def step(shift, first, last, unused_changed):
+    new_first = tf.maximum(first, tf.gather(first, tf.maximum(position - shift, 0), axis=1))
+    new_last = tf.minimum(last, tf.gather(last, tf.minimum(position + shift, s - 1), axis=1))
+    changed = tf.reduce_any(new_first != first) | tf.reduce_any(new_last != last)
+    return 2 * shift, new_first, new_last, changed
+
+  _, first, last, _ = tf.while_loop(
+      lambda shift, first, last, changed: changed & (shift < s), step,
+      (tf.constant(1), first, last, tf.constant(True)))
+  return first, last
+
+
 def _doubled_ranks(flat):
   """Twice the ranks 1..S along the last axis of ``flat`` [P, S], ties averaged.
 
@@ -158,8 +198,7 @@ def _doubled_ranks(flat):
   (the inverse of the sorting permutation).  With ties (checked at run time,
   ``tf.cond``), a run of equal values at sorted positions ``first..last``
   (0-based) gets rank ``(first + last) / 2 + 1`` -- scipy's
-  ``rankdata(method="average")``: ``first`` is a running max of group-start
-  positions and ``last`` a reversed running min of group-end positions.
+  ``rankdata(method="average")``; see ``_tie_runs``.
   O(S log S) and XLA-friendly (``tf.searchsorted`` compiles to an O(S^2)
   comparison under XLA, so it is not used).
   """
@@ -173,12 +212,7 @@ def _doubled_ranks(flat):
     return 2 * inverse + 2
 
   def tied():
-    position = tf.range(s, dtype=tf.int32)
-    edge = tf.ones_like(differs[:, :1])
-    starts = tf.concat([edge, differs], axis=-1)
-    ends = tf.concat([differs, edge], axis=-1)
-    first = _scan_extreme(tf.where(starts, position, 0), tf.maximum, 0)
-    last = _scan_extreme(tf.where(ends, position, s - 1), tf.minimum, s - 1, reverse=True)
+    first, last = _tie_runs(differs)
     return tf.gather(first + last + 2, inverse, batch_dims=1)
 
   return tf.cond(tf.reduce_all(differs), untied, tied), ordered

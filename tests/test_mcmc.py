@@ -271,3 +271,16 @@ def test_sample_prior_matches_prior_moments():
   assert abs(theta.std() - 1) < 0.03
   # HalfCauchy(0, 5): median 5
   assert abs(np.median(prior["tau"].numpy()) - 5.) < 0.6
+
+
+def test_to_arviz_matches_our_summary():
+  az = pytest.importorskip("arviz")
+  result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=4, warmup=100,
+                          draws=150, seed=13, progress=False)
+  idata = result.to_arviz()
+  assert idata.posterior["mu"].shape == (4, 150)
+  assert int(idata.sample_stats["diverging"].sum()) == int(result.divergences.sum())
+  theirs = az.summary(idata, var_names=["mu"])
+  ours = result.summary(print_table=False)["mu"]
+  np.testing.assert_allclose(theirs["ess_bulk"].iloc[0], ours["ess_bulk"], rtol=1e-3, atol=1)
+  np.testing.assert_allclose(theirs["r_hat"].iloc[0], ours["r_hat"], atol=0.006)
