@@ -65,8 +65,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     adapt_metric: adapt a diagonal metric in warmup windows (Stan's schedule).
     pooled: pool metric and step-size adaptation across chains (one metric,
       one step size) -- robust for many chains; False adapts per chain.
-    chunk_size: transitions per compiled call (default: about 20 progress
-      updates per run).
+    chunk_size: transitions per compiled call between host updates
+      (progress, checkpoints); default 200.  With kept draws a sampling
+      chunk holds ``chunk_size`` kept draws.
     progress: show a tqdm progress bar (when tqdm is installed and stderr
       is a terminal).
     checkpoint_dir: directory for checkpoints; an interrupted run resumes
