@@ -58,10 +58,11 @@ def main():
     print(f"  {name:12s} {info.distribution:11s} shape={info.shape.as_list()} "
           f"support bijector={type(info.bijector).__name__}")
 
-  posterior = ed.mcmc.sample(eight_schools, SIGMA, observed={"y": Y}, kernel="nuts",
+  posterior = ed.mcmc.sample(eight_schools, SIGMA, observed={"y": Y},
+                             kernel=ed.mcmc.NUTS(target_accept=0.9),
                              chains=8, warmup=1000, draws=1000, seed=0)
   t = posterior.timings
-  print(f"\n== NUTS, 8 chains x (1000 warmup + 1000 draws): compile+first chunk "
+  print(f"\n== NUTS (target acceptance 0.9), 8 chains x (1000 warmup + 1000 draws): compile+first chunk "
         f"{t['compile_s']:.1f} s, warmup {t['warmup_s']:.1f} s, sampling {t['sampling_s']:.2f} s; "
         f"{int(posterior.divergences.sum())} divergences; step size {posterior.step_size[0]:.3f}")
   posterior.summary()

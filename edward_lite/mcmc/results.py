@@ -185,7 +185,7 @@ class MCMCResult:
     div = self.divergences
     if div is not None and div.sum() > 0:
       notes.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
-                   "may be biased: raise target_accept or reparameterize (non-centered).")
+                   "may be biased: raise target_accept or reparameterize (e.g. non-centered).")
     depth = self.sample_stats.get("tree_depth")
     max_depth = getattr(self.kernel, "max_tree_depth", None)
     if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
