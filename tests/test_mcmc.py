@@ -284,3 +284,15 @@ def test_to_arviz_matches_our_summary():
   ours = result.summary(print_table=False)["mu"]
   np.testing.assert_allclose(theirs["ess_bulk"].iloc[0], ours["ess_bulk"], rtol=1e-3, atol=1)
   np.testing.assert_allclose(theirs["r_hat"].iloc[0], ours["r_hat"], atol=0.006)
+
+
+def test_per_chain_adaptation():
+  result = ed.mcmc.sample(correlated_normal, kernel="nuts", chains=6, warmup=300, draws=400,
+                          seed=14, pooled=False, progress=False)
+  assert result.step_size.shape == (6,) and result.inverse_metric.shape == (6, 2)
+  # Each chain's metric estimates the posterior variances (1 and 4) from its
+  # own last warmup window (100 autocorrelated draws): within a factor of 3.
+  ratio = result.inverse_metric / np.diag(COV)
+  assert np.all((ratio > 1 / 3) & (ratio < 3.)), ratio
+  assert len(set(result.step_size.tolist())) == 6  # adapted separately
+  check_moments(result.draws["x"], LOC, np.diag(COV), "per-chain", min_ess=60)
