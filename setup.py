@@ -22,7 +22,7 @@ setuptools.setup(
         "numpy>=1.26,<2.4",
     ],
     extras_require={
-        "test": ["pytest>=8", "scipy>=1.10", "arviz>=0.17"],
+        "test": ["pytest>=8", "scipy>=1.10", "arviz>=0.17", "tqdm>=4.60"],
         "arviz": ["arviz>=0.17"],
         "progress": ["tqdm>=4.60"],
         "gpu": ["tensorflow[and-cuda]==2.21.0"],

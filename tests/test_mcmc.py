@@ -296,3 +296,26 @@ def test_per_chain_adaptation():
   assert np.all((ratio > 1 / 3) & (ratio < 3.)), ratio
   assert len(set(result.step_size.tolist())) == 6  # adapted separately
   check_moments(result.draws["x"], LOC, np.diag(COV), "per-chain", min_ess=60)
+
+
+def test_progress_bar_on_a_terminal(monkeypatch):
+  pytest.importorskip("tqdm")
+  import io  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+
+  class Terminal(io.StringIO):
+
+    def isatty(self):
+      return True
+
+  terminal = Terminal()
+  monkeypatch.setattr(sys, "stderr", terminal)
+  ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100, draws=100,
+                 seed=15, chunk_size=50)
+  text = terminal.getvalue()
+  assert "sampling" in text and "200/200" in text and "step_size" in text, text[-500:]
+  quiet = Terminal()
+  monkeypatch.setattr(sys, "stderr", quiet)
+  ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100, draws=100,
+                 seed=15, chunk_size=50, progress=False)
+  assert quiet.getvalue() == ""
