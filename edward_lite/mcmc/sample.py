@@ -15,14 +15,14 @@ and a resumed run equals an uninterrupted one.
 
 import collections
 import hashlib
-import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from edward_lite import runtime
+from edward_lite.checkpoint import Checkpointer
 from edward_lite.mcmc import adaptation
-from edward_lite.mcmc.checkpoint import Checkpointer
 from edward_lite.mcmc.kernels import RWMH, get_kernel
 from edward_lite.mcmc.results import MCMCResult
 from edward_lite.target import make_target
@@ -94,7 +94,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   total = warmup + draws
   chunk = settings["chunk_size"] or DEFAULT_CHUNK
   capacity = chunk if keep_draws else 0  # draws kept per sampling chunk
-  seed_t = tf.constant(_seed_pair(seed), tf.int32)
+  seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
 
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
@@ -125,7 +125,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept = collections.defaultdict(list)
 
   adapt_step = not (isinstance(kernel, RWMH) and not kernel.adapt)
-  bar = _progress_bar(progress, total, step)
+  bar = runtime.progress_bar(progress, total, step, "sampling")
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   while step < total:
     in_warmup = step < warmup
@@ -190,7 +190,7 @@ class _Program:
 
   @classmethod
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled):
-    fingerprint = _fingerprint(model, args, kwargs, observed)
+    fingerprint = runtime.fingerprint(model, args, kwargs, observed)
     key = (fingerprint, kernel.settings(), chains, pooled)
     if key in cls._cache:
       cls._cache.move_to_end(key)
@@ -325,11 +325,7 @@ def _chunk_length(step, warmup, total, chunk, boundaries):
 
 def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                     max_init_tries, step_size):
-  def integer(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-      raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
-    return int(value)
-
+  integer = runtime.check_integer
   out = dict(chains=integer("chains", chains, 1), warmup=integer("warmup", warmup, 0),
              draws=integer("draws", draws, 1), seed=integer("seed", seed, 0),
              thin=integer("thin", thin, 1), max_init_tries=integer("max_init_tries", max_init_tries, 1),
@@ -339,10 +335,6 @@ def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
   if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
     raise ValueError(f"step_size must be a positive number; got {step_size!r}.")
   return out
-
-
-def _seed_pair(seed):
-  return [seed % (2**31 - 1), (seed // (2**31 - 1)) % (2**31 - 1)]
 
 
 def _describe_init(init):
@@ -412,45 +404,7 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
       "init= values inside the support.")
 
 
-def _fingerprint(model, args, kwargs, observed):
-  """A hashable key of the program and the content of its data."""
-  digest = hashlib.sha1()
-
-  def add(value):
-    if isinstance(value, (np.ndarray, np.generic)) or tf.is_tensor(value):
-      array = np.asarray(value)
-      digest.update(f"{array.dtype}{array.shape}".encode())
-      digest.update(np.ascontiguousarray(array).tobytes())
-    elif isinstance(value, (list, tuple)):
-      digest.update(f"{type(value).__name__}{len(value)}".encode())
-      for v in value:
-        add(v)
-    elif isinstance(value, dict):
-      for k in sorted(value, key=str):
-        digest.update(str(k).encode())
-        add(value[k])
-    elif isinstance(value, (int, float, str, bool, type(None), complex)):
-      digest.update(repr(value).encode())
-    else:
-      digest.update(f"id{id(value)}".encode())
-
-  add(list(args))
-  add(dict(kwargs))
-  add(dict(observed or {}))
-  return (model, digest.hexdigest())
-
-
 # -- host side -------------------------------------------------------------------
-
-
-def _progress_bar(progress, total, initial):
-  if not progress or not sys.stderr.isatty():
-    return None
-  try:
-    import tqdm  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return None
-  return tqdm.tqdm(total=total, initial=initial, unit="it", desc="sampling", leave=True)
 
 
 def _postfix(out, state, n):
