@@ -39,11 +39,9 @@ Conventions (the same as ArviZ's ``psislw`` with ``reff=1``):
 * when the tail has 4 draws or fewer, no GPD is fitted: ``k_hat = inf`` and
   the tail is left as it is (only truncated and normalized).
 
-One deliberate difference from ArviZ, following the R ``posterior``
-package's ``gpdfit``: when the GPD cannot be fitted because the first
-quartile of the exceedances equals their minimum (for example all tail
-ratios are equal) ``k_hat`` is ``inf`` and the tail is left unsmoothed;
-ArviZ fits such a tail anyway.
+One deliberate difference from ArviZ, following R's ``loo``: when all tail
+ratios are equal no GPD is fitted, ``k_hat = inf`` and the tail is left
+unsmoothed (ArviZ fits the constant exceedances anyway).
 """
 
 import math
@@ -130,8 +128,10 @@ def fit_generalized_pareto(x):
 
   Returns:
     ``(k, sigma)`` as Python floats.  ``(inf, nan)`` when the sample is too
-    degenerate to fit: the first quartile ``x*`` equals the minimum (for
-    example all values are equal), as in the R ``posterior`` package.
+    degenerate to fit: all values equal, or the first quartile ``x*`` is 0.
+    (R's ``posterior::gpdfit`` gives up, with NA, whenever ``x*`` equals the
+    minimum, which includes every sample of 5 or fewer; like ArviZ, this
+    function fits those.)
 
   Raises:
     ValueError: if ``x`` is not 1-D, has fewer than 2 values, or has a
@@ -144,7 +144,7 @@ def fit_generalized_pareto(x):
   if not np.isfinite(x).all() or x[0] < 0:
     raise ValueError("`x` must hold finite exceedances >= 0.")
   x_star = x[int(n / 4 + 0.5) - 1]
-  if not x_star > x[0]:
+  if x[-1] == x[0] or x_star <= 0:
     return math.inf, math.nan
   m = 30 + int(math.sqrt(n))
   # b = -theta (Zhang & Stephens' theta); every b_j < 1 / x_(M), so log1p is finite.

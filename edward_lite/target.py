@@ -27,6 +27,7 @@ data; discrete latents; a structure that changes between runs) happen in
 """
 
 import collections
+import copy
 import inspect
 import zlib
 
@@ -108,6 +109,7 @@ class Target:
       raise TypeError("observed= must be a dict from random-variable name to "
                       f"value; got {type(observed).__name__}.")
     self._program = program
+    self._likelihood_scale = None
     self._args, self._kwargs = self._prepare_arguments(program, args, kwargs or {})
     for name, value in observed.items():
       _check_finite(f"Observed data for random variable '{name}'", value)
@@ -260,18 +262,22 @@ class Target:
 
   # -- one run of the program -----------------------------------------------
 
-  def _run(self, values, inverse=False):
+  def _run(self, values, inverse=False, jacobian=True, named_terms=None):
     """Runs the program once for one (unbatched) state.
 
     Args:
       values: name -> Tensor, unconstrained (``inverse=False``) or constrained.
       inverse: map constrained values to unconstrained instead.
+      jacobian: add ``log|det dx/du|`` of the constraining bijectors.
+      named_terms: optional dict filled with each random variable's
+        log-probability term (and each latent's ``"<name> (Jacobian)"``).
 
     Returns:
-      (log_prob scalar including the log-det-Jacobian, constrained dict,
-       unconstrained dict).
+      (log_prob scalar, constrained dict, unconstrained dict).  Observed
+      terms are multiplied by the likelihood scale of ``with_data``.
     """
-    terms, constrained, unconstrained, seen = [], {}, {}, set()
+    constrained, unconstrained, seen = {}, {}, set()
+    named_terms = {} if named_terms is None else named_terms
 
     def tracer(fn, *args, **kwargs):
       name = self._require_name(fn, kwargs)
@@ -286,10 +292,13 @@ class Target:
         kwargs["value"] = self._observed[name]
       elif name in self._latents:
         kwargs["value"] = DeferredValue(
-            lambda dist: self._transform(name, dist, values[name], inverse,
-                                         terms, constrained, unconstrained))
+            lambda dist: self._transform(name, dist, values[name], inverse, jacobian,
+                                         named_terms, constrained, unconstrained))
       rv = fn(*args, **kwargs)
-      terms.append(tf.reduce_sum(rv.distribution.log_prob(rv.value)))
+      term = tf.reduce_sum(rv.distribution.log_prob(rv.value))
+      if name in self._observed and self._likelihood_scale is not None:
+        term = term * tf.cast(self._likelihood_scale, term.dtype)
+      named_terms[name] = term
       return rv
 
     with trace(tracer):
@@ -298,10 +307,11 @@ class Target:
     if missing:
       raise ValueError(f"Latent random variable(s) {missing} did not appear in "
                        "this run of the program (stochastic control flow).")
-    return tf.add_n(terms), constrained, unconstrained
+    return tf.add_n(list(named_terms.values())), constrained, unconstrained
 
   @staticmethod
-  def _transform(name, dist, value, inverse, terms, constrained, unconstrained):
+  def _transform(name, dist, value, inverse, jacobian, named_terms, constrained,
+                 unconstrained):
     bijector = support_bijector(dist)
     if inverse:
       x = tf.convert_to_tensor(value, dtype=dist.dtype)
@@ -309,7 +319,9 @@ class Target:
     else:
       u = tf.convert_to_tensor(value, dtype=dist.dtype)
       x = bijector.forward(u)
-    terms.append(tf.reduce_sum(bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank)))
+    if jacobian:
+      named_terms[f"{name} (Jacobian)"] = tf.reduce_sum(
+          bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank))
     constrained[name], unconstrained[name] = x, u
     return x
 
@@ -521,6 +533,70 @@ class Target:
       tape.watch(flat)
       lp = self.log_prob_flat(flat)
     return lp, tape.gradient(lp, flat)
+
+  def log_joint(self, values):
+    """``log p(x, data)`` at constrained, batched values (no Jacobian).
+
+    Args:
+      values: dict ``name -> x[C, *shape_name]`` for every latent.
+
+    Returns:
+      ``[C]`` Tensor, differentiable in ``values`` by ordinary autodiff.
+    """
+    values = self._as_dict(values, constrained=True)
+    return tf.vectorized_map(
+        lambda s: self._run(s, inverse=True, jacobian=False)[0], values)
+
+  def log_det_jacobian_flat(self, flat):
+    """``log|det dx/du|`` of the constraining bijectors at ``[C, D]``; ``[C]``."""
+    def one(s):
+      terms = {}
+      self._run(s, named_terms=terms)
+      return tf.add_n([terms[f"{n} (Jacobian)"] for n in self._latents])
+    return tf.vectorized_map(one, self.unflatten(flat))
+
+  def log_prob_terms_flat(self, flat):
+    """Each random variable's log-probability term at ``[C, D]``.
+
+    Returns:
+      dict ``name -> [C]`` in program order (observed terms scaled as in
+      ``log_prob``), plus ``"<latent> (Jacobian)"`` entries; they sum to
+      ``log_prob_flat(flat)``.
+    """
+    def one(s):
+      terms = {}
+      self._run(s, named_terms=terms)
+      return terms
+    return tf.vectorized_map(one, self.unflatten(flat))
+
+  def with_data(self, args=None, kwargs=None, observed=None, likelihood_scale=None):
+    """The same target on other data, e.g. a minibatch, without re-tracing.
+
+    Args:
+      args, kwargs: replacement program arguments (None keeps the current).
+      observed: dict replacing some observed values (same names).
+      likelihood_scale: multiplies every observed random variable's
+        log-probability term, e.g. ``N / B`` for a minibatch of ``B`` of
+        ``N`` exchangeable observations, which keeps the log density (and
+        the ELBO) unbiased: ``E_batch[log p_batch] = log p``.
+
+    Returns:
+      A ``Target`` sharing this one's latents.  Shapes are not re-checked:
+      check once eagerly with ``make_target`` on a batch.
+    """
+    other = copy.copy(self)
+    if args is not None:
+      other._args = tuple(args)
+    if kwargs is not None:
+      other._kwargs = dict(kwargs)
+    if observed:
+      unknown = [n for n in observed if n not in self._observed]
+      if unknown:
+        raise ValueError(f"with_data: {unknown} are not observed variables of the target; "
+                         f"they are {list(self._observed)}.")
+      other._observed = {**self._observed, **observed}
+    other._likelihood_scale = likelihood_scale
+    return other
 
   def _require_common_dtype(self):
     if self._dtype is None:

@@ -42,6 +42,8 @@ def _arviz_cases():
       "pareto_k0.7": -0.7 * np.log(rng.random(3000)) + 40.,  # large offset: shift
       "normal_ratio": normal_ratio_log_weights(rng, 0.6, 5000)[1],
       "short_S30": rng.normal(size=30),
+      "tail_of_5_S23": rng.normal(size=23),
+      "cutoff_below_tiny": 1000 * rng.normal(size=500),  # exp(cutoff) underflows
       "tiny_S15": rng.normal(size=15),
       "with_minus_inf": with_zeros,
   }
@@ -222,12 +224,15 @@ def test_short_or_degenerate_tail_gives_inf_and_no_smoothing():
   assert k_hat == math.inf
   np.testing.assert_allclose(lw, log_w - logsumexp(log_w))
   # S = 100, M = 20: the 20 largest raw weights are equal; ArviZ would fit
-  # the constant exceedances, here (as in R's posterior / loo) k_hat = inf.
+  # the constant exceedances, here (as in R's loo) k_hat = inf.
   log_w = np.concatenate([rng.normal(size=80) - 5., np.zeros(20)])
   lw, k_hat = ps.psis(log_w)
   assert k_hat == math.inf
   np.testing.assert_allclose(lw, log_w - logsumexp(log_w))
-  assert ps.fit_generalized_pareto(np.ones(10)) == (math.inf, pytest.approx(math.nan, nan_ok=True))
+  for degenerate in (np.ones(10), [0., 0., 0., 1., 2.]):  # all equal; quartile 0
+    k_hat, sigma = ps.fit_generalized_pareto(degenerate)
+    assert k_hat == math.inf and math.isnan(sigma)
+  assert math.isfinite(ps.fit_generalized_pareto([1., 2., 3., 5., 8.])[0])
 
 
 def test_fit_generalized_pareto_bad_input():

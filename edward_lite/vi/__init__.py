@@ -1,0 +1,8 @@
+"""Variational inference: ``ed.vi.fit(model, ..., family="meanfield")``."""
+
+from edward_lite.vi.families import FullRank, IAF, MAF, MeanField, RealNVP, Family
+from edward_lite.vi.fit import NonFiniteELBOError, fit
+from edward_lite.vi.results import ImportanceSample, VIResult
+
+__all__ = ["fit", "Family", "MeanField", "FullRank", "RealNVP", "MAF", "IAF", "VIResult",
+           "ImportanceSample", "NonFiniteELBOError"]

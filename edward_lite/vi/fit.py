@@ -1,0 +1,374 @@
+"""``ed.vi.fit``: stochastic variational inference, compiled in chunks.
+
+Maximizes the evidence lower bound
+
+    ELBO(phi) = E_{q_phi}[log p(x, y) - log q_phi(x)]
+              ~= (1/S) sum_s [log p(x_s, y) - log q_phi(x_s)],  x_s ~ q_phi,
+
+with reparameterized draws, ``S = samples`` per step evaluated as one
+vectorized batch (many log-density gradients in parallel make the gradient
+of the ELBO stable enough for a plain Adam step).  With ``batch_size=B`` the
+observed data is subsampled without replacement each step and the
+likelihood scaled by ``N / B``, which keeps the ELBO estimate unbiased.
+
+The optimization runs as compiled chunks of ``chunk_size`` steps (one
+``tf.while_loop`` under ``tf.function(jit_compile=True)``); between chunks
+the host updates the progress bar, checks the relative-ELBO-change stopping
+rule and writes checkpoints.  Step ``t`` uses the stateless seed
+``fold_in(seed, t)``, so a resumed fit continues exactly as an uninterrupted
+one.  A step whose ELBO or gradient is not finite is skipped (and counted)
+or stops the fit, with the step and the variable where it first appears.
+"""
+
+import time
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tf_keras
+
+from edward_lite import runtime
+from edward_lite.checkpoint import Checkpointer
+from edward_lite.target import make_target
+from edward_lite.vi import minibatch as minibatch_lib
+from edward_lite.vi import families
+from edward_lite.vi.families import get_family
+from edward_lite.vi.results import VIResult
+from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate, is_variational_program
+
+__all__ = ["fit", "NonFiniteELBOError"]
+
+DEFAULT_CHUNK = 100
+
+
+class NonFiniteELBOError(FloatingPointError):
+  """The ELBO or its gradient became NaN or infinite (``on_nonfinite="stop"``)."""
+
+
+def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=None, seed=0,
+        optimizer=None, learning_rate=None, stl=False, batch_size=None, tol=None,
+        init="uniform", init_radius=2., warm_start=None, on_nonfinite="skip", chunk_size=None,
+        progress=True, checkpoint_dir=None, jit_compile=True, callback=None,
+        program_args=(), program_kwargs=None, **kwargs):
+  """Fits a variational approximation to the posterior of ``model``.
+
+  Args:
+    model: an edward_lite program.
+    *args, **kwargs: its arguments (keywords not listed here go to ``model``).
+    observed: dict name -> observed value.
+    family: ``"meanfield"``, ``"fullrank"``, ``"realnvp"``, ``"maf"``,
+      ``"iaf"``, a family object (``ed.vi.RealNVP(layers=8, hidden=128)``)
+      or a variational program (a callable drawing every latent under its
+      model name, reading trainable ``tf.Variable``; called with
+      ``program_args``/``program_kwargs``).
+    steps: maximum number of optimization steps.
+    samples: draws per step for the ELBO and its gradient (default by
+      family: 32 mean-field, 64 full-rank, 128 RealNVP/IAF, 32 MAF).
+    seed: integer seed; every random choice derives from it.
+    optimizer: a tf_keras optimizer; default Adam at ``learning_rate``
+      (default by family) with cosine decay to a tenth over ``steps``.
+    learning_rate: learning rate of the default optimizer.
+    stl: use the sticking-the-landing gradient estimator.
+    batch_size: subsample the observed data (and every program argument
+      whose leading dimension is the number of observations ``N``) to
+      ``batch_size`` per step, scaling the likelihood by ``N / batch_size``.
+    tol: stop when the relative change of the mean ELBO between consecutive
+      chunks is below ``tol`` (None: run all ``steps``).
+    init: initial location of a flat family: ``"uniform"`` (uniform in
+      ``(-init_radius, init_radius)`` on the unconstrained space, as Stan),
+      ``"prior"`` (median of prior draws), or a dict of constrained values.
+    warm_start: steps of mean-field ADVI run first to set the location and
+      scales of a flow or full-rank family (default: ``min(500, steps)`` for
+      flows, 0 otherwise).  Adam moves each parameter by about the learning
+      rate per step, so a flow (small learning rate) would otherwise spend
+      many steps just travelling to the posterior's location.
+    on_nonfinite: ``"skip"`` a step whose ELBO or gradient is NaN/inf
+      (counted, reported with a warning) or ``"stop"`` with a
+      ``NonFiniteELBOError`` naming the step and the variable.
+    chunk_size: steps per compiled call between host updates (default 100).
+    progress: tqdm progress bar showing the ELBO (on a terminal).
+    checkpoint_dir: directory for checkpoints of the trainable state; an
+      interrupted fit resumes from it when called again with the same
+      arguments.
+    jit_compile: compile the chunk with XLA.
+    callback: optional ``callback(info)`` after every chunk with ``step``,
+      ``elbo`` (mean over the chunk) and ``skipped``.
+
+  Returns:
+    A ``VIResult``.
+  """
+  integer = runtime.check_integer
+  steps, seed = integer("steps", steps, 1), integer("seed", seed, 0)
+  chunk = integer("chunk_size", chunk_size, 1) if chunk_size is not None else DEFAULT_CHUNK
+  if on_nonfinite not in ("skip", "stop"):
+    raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
+  if tol is not None and not (np.isfinite(tol) and tol > 0):
+    raise ValueError(f"tol must be a positive number or None; got {tol!r}.")
+  target = make_target(model, *args, observed=observed, **kwargs)
+  if target.dtype is None or not target.dtype.is_floating:
+    raise TypeError("Variational inference needs all latent variables in one floating dtype; "
+                    f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
+  if not target.names:
+    raise ValueError("The program has no latent variables: nothing to fit.")
+
+  program = is_variational_program(family)
+  fam = None if program else get_family(family)
+  if samples is None:
+    samples = 32 if program else fam.default_samples
+  samples = integer("samples", samples, 1)
+  if stl and program:
+    raise ValueError("stl=True needs a flat family; a variational program cannot hold its "
+                     "parameters fixed in its density.")
+  if stl and not fam.cheap_density:
+    raise ValueError(f"stl=True needs the density of the family at its own draws with the "
+                     f"parameters held fixed, which '{fam.name}' computes in D sequential "
+                     "passes; use 'realnvp' or stl=False.")
+  batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
+             if batch_size is not None else None)
+
+  seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
+  if program:
+    surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
+  else:
+    loc, scale = _initial_loc(target, init, init_radius, seed_t), None
+    if warm_start is None:
+      warm_start = min(500, steps) if isinstance(fam, (families.RealNVP, families.MAF)) else 0
+    if runtime.check_integer("warm_start", warm_start, 0) and not isinstance(
+        fam, families.MeanField):
+      warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
+                 seed=seed, batch_size=batch_size, init=init, init_radius=init_radius,
+                 progress=progress, jit_compile=jit_compile, **kwargs)
+      loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
+    surrogate = FlatSurrogate(fam, target, loc, scale)
+  if optimizer is None:
+    rate = learning_rate if learning_rate is not None else (
+        0.01 if program else fam.default_learning_rate)
+    if not (np.isfinite(rate) and rate > 0):
+      raise ValueError(f"learning_rate must be a positive number; got {rate!r}.")
+    optimizer = tf_keras.optimizers.Adam(tf_keras.optimizers.schedules.CosineDecay(
+        rate, decay_steps=steps, alpha=0.1))
+  elif not isinstance(optimizer, tf_keras.optimizers.Optimizer):
+    raise TypeError(f"optimizer must be a tf_keras optimizer (tf_keras.optimizers.Adam(...)); "
+                    f"got {type(optimizer).__name__}.")
+  optimizer.build(surrogate.variables)
+
+  ckpt = None
+  if checkpoint_dir:
+    fingerprint = runtime.fingerprint(model, args, kwargs, observed)
+    ckpt = Checkpointer(checkpoint_dir, fingerprint, dict(
+        family=_describe_family(family, fam), steps=steps, samples=samples, seed=seed,
+        learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
+        init=init if isinstance(init, str) else repr(init), warm_start=warm_start,
+        optimizer=_describe(optimizer)))
+
+  state_vars = surrogate.variables + list(optimizer.variables)
+  elbo_chunks, step, skipped, first_bad = [], 0, 0, None
+  resumed = ckpt.load() if ckpt else None
+  if resumed is not None:
+    for variable, value in zip(state_vars, resumed["state"]):
+      variable.assign(value)
+    step = resumed["step"]
+    elbo_chunks = list(resumed["host"]["kept"].get("elbo", []))
+    skipped = int(sum(np.sum(c) for c in resumed["host"]["kept"].get("skipped", [])))
+
+  run_chunk = tf.function(
+      lambda start, n, stop_on_bad: _run_chunk(
+          surrogate, target, batches, optimizer, seed_t, samples, stl, start, n, stop_on_bad,
+          chunk),
+      jit_compile=jit_compile)
+  bar = runtime.progress_bar(progress, steps, step, "fitting")
+  timings = dict(compile_s=0., train_s=0.)
+  converged, previous = False, None
+  while step < steps:
+    n = min(chunk, steps - step)
+    start_time = time.perf_counter()
+    elbo, done, bad_count, bad_step = [t.numpy() for t in run_chunk(
+        tf.constant(step), tf.constant(n), tf.constant(on_nonfinite == "stop"))]
+    elapsed = time.perf_counter() - start_time
+    timings["compile_s" if not timings["compile_s"] else "train_s"] += elapsed
+    done = int(done)
+    elbo = elbo[:done]
+    if bad_count and first_bad is None:
+      first_bad = int(bad_step)
+    if on_nonfinite == "stop" and bad_count:
+      raise NonFiniteELBOError(
+          f"Non-finite ELBO at step {int(bad_step)}: "
+          f"{_diagnose(surrogate, target, batches, seed_t, samples, stl, int(bad_step))} "
+          "The parameters are those before that step; lower the learning rate or check "
+          "the model.")
+    skipped += int(bad_count)
+    elbo_chunks.append(elbo)
+    step += done
+    if bar is not None:
+      bar.update(done)
+      bar.set_postfix(elbo=f"{np.nanmean(elbo):.4g}", skipped=skipped, refresh=False)
+    if ckpt:
+      ckpt.save([v.numpy() for v in state_vars], step,
+                {"kept": {"elbo": elbo_chunks, "skipped": [np.asarray(bad_count)]}})
+    mean = float(np.nanmean(elbo)) if np.isfinite(elbo).any() else np.nan
+    if callback is not None:
+      callback(dict(step=step, elbo=mean, skipped=skipped))
+    if tol is not None and previous is not None and np.isfinite(mean):
+      if abs(mean - previous) / max(abs(mean), 1e-12) < tol:
+        converged = True
+        break
+    previous = mean
+  if bar is not None:
+    bar.close()
+  timings["steps_per_s"] = (step / (timings["train_s"] + timings["compile_s"])
+                            if step else 0.)
+  nonfinite = None
+  if skipped:
+    reason = _diagnose(surrogate, target, batches, seed_t, samples, stl, first_bad)
+    nonfinite = dict(skipped=skipped, first_step=first_bad, reason=reason)
+    warnings.warn(f"{skipped} of {step} steps had a non-finite ELBO or gradient and were "
+                  f"skipped; the first at step {first_bad}: {reason}", RuntimeWarning,
+                  stacklevel=2)
+  return VIResult(target=target, surrogate=surrogate, family=fam or family,
+                  elbo=np.concatenate(elbo_chunks) if elbo_chunks else np.zeros([0]),
+                  steps=step, samples=samples, converged=converged, nonfinite=nonfinite,
+                  timings=timings, seed=seed)
+
+
+# -- the compiled chunk ----------------------------------------------------------
+
+
+def _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step):
+  """``(elbo, gradients)`` of one step (batch chosen from ``step``)."""
+  step_target = batches.target_at(target, seed, step) if batches else target
+  draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
+  with tf.GradientTape() as tape:
+    state, log_q = surrogate.draw(samples, draw_seed, stl)
+    log_p = surrogate.model_log_prob(step_target, state)
+    elbo = tf.reduce_mean(log_p - log_q)
+    loss = -elbo
+  grads = tape.gradient(loss, surrogate.variables,
+                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  return elbo, grads
+
+
+def _run_chunk(surrogate, target, batches, optimizer, seed, samples, stl, start, n,
+               stop_on_bad, capacity):
+  """Runs up to ``n`` steps from step ``start``.
+
+  Returns ``(elbo[capacity], steps done, non-finite steps, first bad step)``;
+  with ``stop_on_bad`` the loop ends before applying a non-finite step.
+  """
+  dtype = surrogate.variables[0].dtype
+
+  def body(i, trace, bad_count, bad_step):
+    elbo, grads = _elbo_and_gradients(surrogate, target, batches, seed, samples, stl,
+                                      start + i)
+    finite = tf.math.is_finite(elbo)
+    for g in grads:
+      finite &= tf.reduce_all(tf.math.is_finite(g))
+
+    def apply():
+      optimizer.apply_gradients(zip(grads, surrogate.variables))
+      return tf.constant(True)
+
+    tf.cond(finite, apply, lambda: tf.constant(False))
+    trace = tf.tensor_scatter_nd_update(trace, [[i]], tf.reshape(elbo, [1]))
+    bad_step = tf.where(~finite & (bad_count == 0), start + i, bad_step)
+    bad_count += tf.cast(~finite, tf.int32)
+    done = i + tf.where(stop_on_bad & ~finite, 0, 1)
+    return done, trace, bad_count, bad_step
+
+  def cond(i, trace, bad_count, bad_step):
+    del trace, bad_step
+    return (i < n) & ~(stop_on_bad & (bad_count > 0))
+
+  i, trace, bad_count, bad_step = tf.while_loop(
+      cond, body, (tf.constant(0), tf.fill([capacity], tf.constant(np.nan, dtype)),
+                   tf.constant(0), tf.constant(-1)))
+  return trace, i, bad_count, bad_step
+
+
+# -- diagnosis of a non-finite step ------------------------------------------------
+
+
+def _diagnose(surrogate, target, batches, seed, samples, stl, step):
+  """One sentence: where the first non-finite value of step ``step`` appears."""
+  params = dict(zip(surrogate.parameter_names, surrogate.variables))
+  for name, value in params.items():
+    if not np.all(np.isfinite(value.numpy())):
+      return f"the surrogate parameter '{name}' is not finite."
+  step_target = batches.target_at(target, seed, tf.constant(step)) if batches else target
+  draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
+  state, log_q = surrogate.draw(samples, draw_seed, stl)
+  values = surrogate.constrained(target, state)
+  for name, value in values.items():
+    bad = int(np.sum(~np.all(np.isfinite(np.reshape(value.numpy(), [samples, -1])), axis=1)))
+    if bad:
+      return (f"the draws of latent '{name}' are not finite ({bad} of {samples} draws); "
+              "the surrogate's scale may have blown up.")
+  flat = target.flatten(target.unconstrain(values))
+  terms = step_target.log_prob_terms_flat(flat)
+  for name, term in terms.items():
+    bad = int(np.sum(~np.isfinite(term.numpy())))
+    if bad:
+      return (f"the log-density term of '{name}' is not finite at {bad} of {samples} draws "
+              "(values outside its support, or overflow).")
+  bad = int(np.sum(~np.isfinite(log_q.numpy())))
+  if bad:
+    return f"the surrogate's log density is not finite at {bad} of {samples} draws."
+  _, grads = step_target.value_and_gradient(target.unflatten(flat))
+  for name, grad in grads.items():
+    if not np.all(np.isfinite(grad.numpy())):
+      return f"the gradient of the log density with respect to '{name}' is not finite."
+  _, grads = _elbo_and_gradients(surrogate, target, batches, seed, samples, stl,
+                                 tf.constant(step))
+  for name, grad in zip(surrogate.parameter_names, grads):
+    if not np.all(np.isfinite(grad.numpy())):
+      return f"the ELBO gradient with respect to the surrogate parameter '{name}' is not finite."
+  return "the non-finite value could not be reproduced outside the compiled step."
+
+
+# -- inputs ---------------------------------------------------------------------
+
+
+def _initial_loc(target, init, radius, seed):
+  """Initial location ``[D]`` of a flat family on the unconstrained space."""
+  dtype = target.dtype.as_numpy_dtype
+  if isinstance(init, str):
+    if init == "uniform":
+      if not (np.isfinite(radius) and radius > 0):
+        raise ValueError(f"init_radius must be a positive number; got {radius!r}.")
+      return tf.random.stateless_uniform([target.dim], seed, -radius, radius,
+                                         dtype=dtype).numpy()
+    if init == "prior":
+      draws = target.sample_prior(101, tf.random.experimental.stateless_fold_in(seed, 7))
+      u = target.flatten(target.unconstrain(draws)).numpy()
+      return np.median(u, axis=0).astype(dtype)
+    raise ValueError(f"init must be 'uniform', 'prior' or a dict of constrained values; "
+                     f"got {init!r}.")
+  if isinstance(init, dict):
+    unknown = [k for k in init if k not in target.names]
+    missing = [k for k in target.names if k not in init]
+    if unknown or missing:
+      raise ValueError(f"init must give every latent {list(target.names)}; missing {missing}, "
+                       f"unknown {unknown}.")
+    values = {}
+    for name, info in target.latents.items():
+      value = np.asarray(init[name], dtype)
+      if value.shape != tuple(info.shape):
+        raise ValueError(f"init value for '{name}' has shape {list(value.shape)}; expected "
+                         f"{info.shape.as_list()}.")
+      values[name] = value[None]
+    u = target.flatten(target.unconstrain(values)).numpy()[0]
+    if not np.all(np.isfinite(u)):
+      raise ValueError("init values are outside the support of their distributions.")
+    return u
+  raise TypeError(f"init must be a string or a dict; got {type(init).__name__}.")
+
+
+def _describe_family(family, fam):
+  if fam is not None:
+    return fam.settings()
+  return getattr(family, "__qualname__", repr(family))
+
+
+def _describe(optimizer):
+  config = optimizer.get_config()
+  return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
+          for k, v in config.items()}

@@ -1,0 +1,229 @@
+"""The result of ``ed.vi.fit``: the fitted surrogate, draws, importance
+resampling with PSIS diagnostics, summary."""
+
+import collections
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from edward_lite import psis, runtime
+from edward_lite.summary import Summary
+
+__all__ = ["VIResult", "ImportanceSample"]
+
+VI_COLUMNS = ("mean", "sd", "q5", "q50", "q95", "psis_mean", "psis_sd")
+BATCH = 1024  # draws per compiled call
+
+ImportanceSample = collections.namedtuple(
+    "ImportanceSample", ["draws", "log_weights", "smoothed_log_weights", "k_hat", "ess"])
+ImportanceSample.__doc__ = """Draws from the surrogate with their importance weights.
+
+Fields: ``draws`` (dict name -> NumPy ``[S, *shape]``, constrained);
+``log_weights`` (``[S]``, ``log p(x, y) - log q(x)``); ``smoothed_log_weights``
+(PSIS-smoothed and normalized, ``[S]``); ``k_hat`` (Pareto k); ``ess``
+(importance-sampling effective sample size of the smoothed weights).
+"""
+
+
+class VIResult:
+  """A fitted variational approximation.
+
+  Attributes:
+    elbo: NumPy ``[steps]``, the ELBO estimate of every step (NaN at skipped
+      steps).
+    steps: optimization steps done; ``converged``: whether ``tol`` stopped
+      the fit.
+    samples: draws per step.
+    family: the family object (or the variational program).
+    nonfinite: None, or a dict (``skipped``, ``first_step``, ``reason``)
+      about steps skipped for a non-finite ELBO or gradient.
+    timings: ``compile_s`` (first chunk, compile included), ``train_s``,
+      ``steps_per_s``.
+    target: the model target (``ed.make_target``).
+  """
+
+  def __init__(self, target, surrogate, family, elbo, steps, samples, converged, nonfinite,
+               timings, seed):
+    self.target, self._surrogate, self.family = target, surrogate, family
+    self.elbo, self.steps, self.samples = elbo, steps, samples
+    self.converged, self.nonfinite, self.timings = converged, nonfinite, timings
+    self._seed = seed
+    self._importance = None
+    self._draw_fn = tf.function(self._draw_batch, jit_compile=True)
+
+  # -- the surrogate --------------------------------------------------------------
+
+  @property
+  def params(self):
+    """The fitted variational parameters: dict name -> NumPy array."""
+    return {name: v.numpy() for name, v in zip(self._surrogate.parameter_names,
+                                                 self._surrogate.variables)}
+
+  def _draw_batch(self, seed, weights):
+    state, log_q = self._surrogate.draw(BATCH, seed)
+    values = self._surrogate.constrained(self.target, state)
+    log_w = (self._surrogate.model_log_prob(self.target, state) - log_q) if weights else log_q
+    return values, log_w
+
+  def _draw(self, n, seed, weights):
+    n = runtime.check_integer("n", n, 1)
+    base = tf.constant(runtime.seed_pair(self._seed if seed is None else seed), tf.int32)
+    stream = tf.random.experimental.stateless_fold_in(base, 0x51 if weights else 0x52)
+    parts, log_w = collections.defaultdict(list), []
+    for b in range(-(-n // BATCH)):
+      values, lw = self._draw_fn(tf.random.experimental.stateless_fold_in(stream, b),
+                                 weights)
+      for name, value in values.items():
+        parts[name].append(value.numpy())
+      log_w.append(lw.numpy())
+    draws = {name: np.concatenate(v)[:n] for name, v in parts.items()}
+    return draws, np.concatenate(log_w)[:n].astype(np.float64)
+
+  def sample(self, n=1000, seed=None):
+    """``n`` draws from the surrogate: dict name -> NumPy ``[n, *shape]``
+    (constrained)."""
+    return self._draw(n, seed, weights=False)[0]
+
+  def log_prob(self, values):
+    """Log density of the surrogate at constrained values (dict name ->
+    ``[n, *shape]``), on the constrained space: NumPy ``[n]``."""
+    return self._surrogate.log_prob(self.target, values).numpy()
+
+  # -- importance sampling ----------------------------------------------------------
+
+  def importance(self, draws=4000, seed=None):
+    """Draws ``S = draws`` from the surrogate and weights them by
+    ``p(x, y) / q(x)`` (full data), smoothed by PSIS; kept as the default for
+    ``k_hat``, ``ess``, ``resample`` and ``summary``.  Returns an
+    ``ImportanceSample``."""
+    values, log_w = self._draw(draws, seed, weights=True)
+    if np.isnan(log_w).any() or np.isposinf(log_w).any():
+      bad = int(np.sum(np.isnan(log_w) | np.isposinf(log_w)))
+      warnings.warn(f"{bad} of {draws} importance log weights are NaN or +inf (the model "
+                    "density overflowed at surrogate draws); they get weight zero.",
+                    RuntimeWarning, stacklevel=2)
+      log_w = np.where(np.isnan(log_w) | np.isposinf(log_w), -np.inf, log_w)
+    smoothed, k_hat = psis.psis(log_w)
+    self._importance = ImportanceSample(values, log_w, smoothed, k_hat,
+                                        psis.importance_ess(smoothed))
+    return self._importance
+
+  def _ensure_importance(self):
+    return self._importance or self.importance()
+
+  @property
+  def k_hat(self):
+    """Pareto k-hat of the importance weights (PSIS; Vehtari et al. 2024):
+    below ``psis.khat_threshold(S)`` (0.7 for large S) the surrogate is good
+    enough for importance-weighted estimates of the posterior."""
+    return self._ensure_importance().k_hat
+
+  @property
+  def ess(self):
+    """Importance-sampling effective sample size of the smoothed weights."""
+    return self._ensure_importance().ess
+
+  def resample(self, n=1000, draws=None, seed=None):
+    """Importance resampling: ``n`` draws, with replacement, from the
+    surrogate draws weighted by their PSIS-smoothed weights -- approximately
+    posterior draws when ``k_hat`` is small.  ``draws`` surrogate draws are
+    made first (default: reuse the last ``importance()``, else 4000).
+
+    Returns:
+      dict name -> NumPy ``[n, *shape]``.
+    """
+    n = runtime.check_integer("n", n, 1)
+    sample = self.importance(draws, seed) if draws is not None else self._ensure_importance()
+    self._warn_khat(sample)
+    rng = np.random.default_rng(self._seed if seed is None else seed)
+    weights = np.exp(sample.smoothed_log_weights - np.max(sample.smoothed_log_weights))
+    index = rng.choice(len(weights), size=n, replace=True, p=weights / weights.sum())
+    return {name: value[index] for name, value in sample.draws.items()}
+
+  def expectation(self, fn=None):
+    """PSIS-smoothed importance-sampling estimate of ``E_p[fn(x)]``.
+
+    Args:
+      fn: maps the dict of draws (name -> ``[S, *shape]``) to an array
+        ``[S, ...]``; default: the posterior mean of every latent (a dict).
+    """
+    sample = self._ensure_importance()
+    weights = np.exp(sample.smoothed_log_weights)
+
+    def mean(values):
+      values = np.asarray(values, np.float64)
+      return np.tensordot(weights, values, axes=([0], [0]))
+
+    if fn is None:
+      return {name: mean(value) for name, value in sample.draws.items()}
+    return mean(fn(sample.draws))
+
+  def _warn_khat(self, sample):
+    threshold = psis.khat_threshold(len(sample.log_weights))
+    if not sample.k_hat < threshold:
+      warnings.warn(psis.khat_message(sample.k_hat, len(sample.log_weights)), RuntimeWarning,
+                    stacklevel=3)
+
+  # -- summary and export -------------------------------------------------------------
+
+  def summary(self, print_table=True):
+    """Per scalar: mean, sd and 5/50/95% quantiles of the surrogate, and the
+    PSIS-weighted posterior mean and sd; notes on k-hat, skipped steps and
+    convergence.  Prints (or warns) and returns a ``Summary``."""
+    sample = self._ensure_importance()
+    weights = np.exp(sample.smoothed_log_weights)
+    rows = []
+    for name in self.target.names:
+      x = sample.draws[name].astype(np.float64)
+      q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=0)
+      w_mean = np.tensordot(weights, x, axes=([0], [0]))
+      w_sd = np.sqrt(np.maximum(np.tensordot(weights, x**2, axes=([0], [0])) - w_mean**2, 0.))
+      stats = dict(mean=x.mean(0), sd=x.std(0, ddof=1), q5=q5, q50=q50, q95=q95,
+                   psis_mean=w_mean, psis_sd=w_sd)
+      for index in np.ndindex(*x.shape[1:]):
+        label = name + (f"[{','.join(map(str, index))}]" if index else "")
+        rows.append((label, {c: float(stats[c][index]) for c in VI_COLUMNS}))
+    notes = []
+    s = len(sample.log_weights)
+    if not sample.k_hat < psis.khat_threshold(s):
+      notes.append(psis.khat_message(sample.k_hat, s))
+    if self.nonfinite:
+      notes.append(f"{self.nonfinite['skipped']} steps were skipped for a non-finite ELBO "
+                   f"(first at step {self.nonfinite['first_step']}: "
+                   f"{self.nonfinite['reason']})")
+    table = Summary(rows, notes, columns=VI_COLUMNS)
+    if print_table:
+      print(f"{self._describe()}; Pareto k-hat {sample.k_hat:.2f} "
+            f"(threshold {psis.khat_threshold(s):.2f}), importance ESS {sample.ess:.0f} "
+            f"of {s}")
+      print(table)
+    else:
+      for note in notes:
+        warnings.warn(note, RuntimeWarning, stacklevel=2)
+    return table
+
+  def to_arviz(self, n=1000, resample=True, seed=None):
+    """An ``arviz.InferenceData`` with a ``posterior`` group of ``n`` draws
+    (one chain): importance-resampled (``resample=True``) or straight from
+    the surrogate; the latter also has ``sample_stats.log_weight`` (raw log
+    importance weights).  Needs ``pip install 'edward_lite[arviz]'``."""
+    try:
+      import arviz  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise ImportError("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.") from e
+    if resample:
+      return arviz.from_dict(posterior={k: v[None] for k, v in
+                                        self.resample(n, seed=seed).items()})
+    sample = self.importance(n, seed)
+    return arviz.from_dict(posterior={k: v[None] for k, v in sample.draws.items()},
+                           sample_stats={"log_weight": sample.log_weights[None]})
+
+  def _describe(self):
+    name = getattr(self.family, "name", None) or getattr(self.family, "__name__", "program")
+    final = np.nanmean(self.elbo[-max(len(self.elbo) // 10, 1):]) if len(self.elbo) else np.nan
+    return (f"ed.vi {name}: {self.steps} steps x {self.samples} draws, final ELBO "
+            f"{final:.4g}")
+
+  def __repr__(self):
+    return f"<{self._describe()}>"
