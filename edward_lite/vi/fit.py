@@ -48,7 +48,7 @@ class NonFiniteELBOError(FloatingPointError):
 def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=None, seed=0,
         optimizer=None, learning_rate=None, stl=False, batch_size=None, tol=None,
         init="uniform", init_radius=2., warm_start=None, on_nonfinite="skip", chunk_size=None,
-        progress=True, checkpoint_dir=None, jit_compile=True, callback=None,
+        progress=True, checkpoint_dir=None, jit_compile=None, callback=None,
         program_args=(), program_kwargs=None, **kwargs):
   """Fits a variational approximation to the posterior of ``model``.
 
@@ -90,7 +90,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     checkpoint_dir: directory for checkpoints of the trainable state; an
       interrupted fit resumes from it when called again with the same
       arguments.
-    jit_compile: compile the chunk with XLA.
+    jit_compile: compile the chunk with XLA (default: True for the flat
+      families; False for variational programs, whose vectorized gradient
+      XLA would recompile for every chunk).
     callback: optional ``callback(info)`` after every chunk with ``step``,
       ``elbo`` (mean over the chunk) and ``skipped``.
 
@@ -140,6 +142,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                  progress=progress, jit_compile=jit_compile, **kwargs)
       loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
     surrogate = FlatSurrogate(fam, target, loc, scale)
+  if jit_compile is None:
+    jit_compile = not program
   if optimizer is None:
     rate = learning_rate if learning_rate is not None else (
         0.01 if program else fam.default_learning_rate)
@@ -178,48 +182,52 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       jit_compile=jit_compile)
   bar = runtime.progress_bar(progress, steps, step, "fitting")
   timings = dict(compile_s=0., train_s=0.)
-  converged, previous = False, None
+  converged, previous, reason = False, None, None
   while step < steps:
     n = min(chunk, steps - step)
+    # Until the first non-finite step has been diagnosed, stop right before
+    # it (with the parameters it saw); afterwards skip such steps in the loop.
+    stop_on_bad = on_nonfinite == "stop" or reason is None
     start_time = time.perf_counter()
     elbo, done, bad_count, bad_step = [t.numpy() for t in run_chunk(
-        tf.constant(step), tf.constant(n), tf.constant(on_nonfinite == "stop"))]
+        tf.constant(step), tf.constant(n), tf.constant(stop_on_bad))]
     elapsed = time.perf_counter() - start_time
     timings["compile_s" if not timings["compile_s"] else "train_s"] += elapsed
-    done = int(done)
+    done, bad_count = int(done), int(bad_count)
     elbo = elbo[:done]
-    if bad_count and first_bad is None:
-      first_bad = int(bad_step)
-    if on_nonfinite == "stop" and bad_count:
-      raise NonFiniteELBOError(
-          f"Non-finite ELBO at step {int(bad_step)}: "
-          f"{_diagnose(surrogate, target, batches, seed_t, samples, stl, int(bad_step))} "
-          "The parameters are those before that step; lower the learning rate or check "
-          "the model.")
-    skipped += int(bad_count)
+    if bad_count and stop_on_bad:
+      first_bad = step + done
+      reason = _diagnose(surrogate, target, batches, seed_t, samples, stl, first_bad)
+      if on_nonfinite == "stop":
+        raise NonFiniteELBOError(
+            f"Non-finite ELBO at step {first_bad}: {reason} The parameters are those "
+            "before that step; lower the learning rate or check the model.")
+      bad_count = 0  # the step is redone (and skipped) by the next chunk
+    skipped += bad_count
     elbo_chunks.append(elbo)
     step += done
     if bar is not None:
       bar.update(done)
-      bar.set_postfix(elbo=f"{np.nanmean(elbo):.4g}", skipped=skipped, refresh=False)
-    if ckpt:
+      bar.set_postfix(elbo=f"{np.nanmean(elbo):.4g}" if done else "nan", skipped=skipped,
+                      refresh=False)
+    if ckpt and done:
       ckpt.save([v.numpy() for v in state_vars], step,
                 {"kept": {"elbo": elbo_chunks, "skipped": [np.asarray(bad_count)]}})
     mean = float(np.nanmean(elbo)) if np.isfinite(elbo).any() else np.nan
     if callback is not None:
       callback(dict(step=step, elbo=mean, skipped=skipped))
-    if tol is not None and previous is not None and np.isfinite(mean):
+    if tol is not None and previous is not None and np.isfinite(mean) and done == n:
       if abs(mean - previous) / max(abs(mean), 1e-12) < tol:
         converged = True
         break
-    previous = mean
+    if done == n:
+      previous = mean
   if bar is not None:
     bar.close()
   timings["steps_per_s"] = (step / (timings["train_s"] + timings["compile_s"])
                             if step else 0.)
   nonfinite = None
   if skipped:
-    reason = _diagnose(surrogate, target, batches, seed_t, samples, stl, first_bad)
     nonfinite = dict(skipped=skipped, first_step=first_bad, reason=reason)
     warnings.warn(f"{skipped} of {step} steps had a non-finite ELBO or gradient and were "
                   f"skipped; the first at step {first_bad}: {reason}", RuntimeWarning,
@@ -233,9 +241,11 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
 # -- the compiled chunk ----------------------------------------------------------
 
 
-def _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step):
-  """``(elbo, gradients)`` of one step (batch chosen from ``step``)."""
-  step_target = batches.target_at(target, seed, step) if batches else target
+def _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step,
+                        permutation=None):
+  """``(elbo, gradients)`` of one step (its minibatch taken from the epoch's
+  ``permutation``)."""
+  step_target = batches.target_at(target, seed, step, permutation) if batches else target
   draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
   with tf.GradientTape() as tape:
     state, log_q = surrogate.draw(samples, draw_seed, stl)
@@ -255,10 +265,16 @@ def _run_chunk(surrogate, target, batches, optimizer, seed, samples, stl, start,
   with ``stop_on_bad`` the loop ends before applying a non-finite step.
   """
   dtype = surrogate.variables[0].dtype
+  # The minibatch permutation of the current epoch, redrawn at epoch starts.
+  permutation = batches.permutation(seed, start) if batches else tf.zeros([0], tf.int32)
 
-  def body(i, trace, bad_count, bad_step):
-    elbo, grads = _elbo_and_gradients(surrogate, target, batches, seed, samples, stl,
-                                      start + i)
+  def body(i, trace, bad_count, bad_step, permutation):
+    step = start + i
+    if batches:
+      permutation = tf.cond(step % batches.batches_per_epoch == 0,
+                            lambda: batches.permutation(seed, step), lambda: permutation)
+    elbo, grads = _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step,
+                                      permutation if batches else None)
     finite = tf.math.is_finite(elbo)
     for g in grads:
       finite &= tf.reduce_all(tf.math.is_finite(g))
@@ -269,18 +285,18 @@ def _run_chunk(surrogate, target, batches, optimizer, seed, samples, stl, start,
 
     tf.cond(finite, apply, lambda: tf.constant(False))
     trace = tf.tensor_scatter_nd_update(trace, [[i]], tf.reshape(elbo, [1]))
-    bad_step = tf.where(~finite & (bad_count == 0), start + i, bad_step)
+    bad_step = tf.where(~finite & (bad_count == 0), step, bad_step)
     bad_count += tf.cast(~finite, tf.int32)
     done = i + tf.where(stop_on_bad & ~finite, 0, 1)
-    return done, trace, bad_count, bad_step
+    return done, trace, bad_count, bad_step, permutation
 
-  def cond(i, trace, bad_count, bad_step):
-    del trace, bad_step
+  def cond(i, trace, bad_count, bad_step, permutation):
+    del trace, bad_step, permutation
     return (i < n) & ~(stop_on_bad & (bad_count > 0))
 
-  i, trace, bad_count, bad_step = tf.while_loop(
+  i, trace, bad_count, bad_step, _ = tf.while_loop(
       cond, body, (tf.constant(0), tf.fill([capacity], tf.constant(np.nan, dtype)),
-                   tf.constant(0), tf.constant(-1)))
+                   tf.constant(0), tf.constant(-1), permutation))
   return trace, i, bad_count, bad_step
 
 

@@ -4,9 +4,10 @@ With ``N`` observations and batch size ``B``, step ``t`` uses the ``B``
 observations at positions ``(t mod E) B, ..., (t mod E) B + B - 1`` of a
 random permutation of ``0..N-1`` drawn afresh for every epoch ``t div E``
 (``E = N div B`` batches per epoch; a remainder of ``N mod B`` is left out
-of that epoch, a different one each time).  The permutation is TensorFlow's
-stateless ``index_shuffle``, which computes only the ``B`` entries needed,
-inside the compiled step.
+of that epoch, a different one each time).  The permutation (an argsort of
+stateless uniforms, ``O(N log N)`` once per epoch) is carried through the
+compiled loop.  (TensorFlow's ``index_shuffle``, which would compute only
+the ``B`` entries needed, has no XLA kernel.)
 
 Every observed variable is sliced, and so is every program argument (a
 Tensor or array, positional or keyword) whose leading dimension is ``N``;
@@ -77,7 +78,7 @@ class Minibatcher:
     try:
       batch_target = make_target(model, *batch_args, observed=batch_observed,
                                  structure_checks=1, **batch_kwargs)
-    except ValueError as e:
+    except (ValueError, tf.errors.InvalidArgumentError) as e:
       raise ValueError(
           "The program does not run on a minibatch of its data (with batch_size= every "
           "observed variable and every argument with N rows is sliced to batch_size "
@@ -97,18 +98,23 @@ class Minibatcher:
     observed = {k: tf.gather(v, indices) for k, v in self._observed.items()}
     return args, kwargs, observed
 
-  def indices(self, seed, step):
-    """Positions ``[B]`` (int64) of the observations used at ``step``."""
-    step = tf.cast(step, tf.int32)
-    epoch = step // self.batches_per_epoch
-    position = step % self.batches_per_epoch
+  def permutation(self, seed, step):
+    """The random permutation ``[N]`` of the epoch that ``step`` falls in."""
+    epoch = tf.cast(step, tf.int32) // self.batches_per_epoch
     epoch_seed = tf.random.experimental.stateless_fold_in(
         tf.random.experimental.stateless_fold_in(seed, _DATA_STREAM), epoch)
-    slots = tf.cast(position * self.batch_size + tf.range(self.batch_size), tf.int64)
-    return tf.random.experimental.index_shuffle(
-        slots, tf.cast(epoch_seed, tf.int64), tf.constant(self.num_examples - 1, tf.int64))
+    return tf.argsort(tf.random.stateless_uniform([self.num_examples], epoch_seed))
 
-  def target_at(self, target, seed, step):
+  def indices(self, seed, step, permutation=None):
+    """Positions ``[B]`` of the observations used at ``step`` (pass the
+    epoch's ``permutation`` when it is at hand)."""
+    if permutation is None:
+      permutation = self.permutation(seed, step)
+    position = tf.cast(step, tf.int32) % self.batches_per_epoch
+    # A gather, not tf.slice: XLA compiles a slice's start as a constant.
+    return tf.gather(permutation, position * self.batch_size + tf.range(self.batch_size))
+
+  def target_at(self, target, seed, step, permutation=None):
     """``target`` on the minibatch of ``step``, likelihood scaled by ``N / B``."""
-    args, kwargs, observed = self._gather(self.indices(seed, step))
+    args, kwargs, observed = self._gather(self.indices(seed, step, permutation))
     return target.with_data(args, kwargs, observed, likelihood_scale=self.scale)

@@ -1,0 +1,290 @@
+"""Variational inference against known answers.
+
+Gaussian targets have exact optima: the full-rank family recovers the mean
+and covariance, mean-field the mean and the mean-field variances
+``1 / diag(precision)``.  Conjugate Gamma-Poisson checks a constrained
+latent; a funnel checks that a flow reaches a usable Pareto k-hat where
+mean-field does not; minibatch scaling is checked exactly on fixed batches.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import edward_lite as ed
+from edward_lite.vi.minibatch import Minibatcher
+
+LOC = np.array([1., -1.], np.float32)
+COV = np.array([[1., .9], [.9, 1.]], np.float32)
+
+
+def mvn():
+  return ed.MultivariateNormalTriL(LOC, np.linalg.cholesky(COV), name="x")
+
+
+def moments(draws):
+  return draws.mean(0), np.cov(draws.T)
+
+
+def test_fullrank_recovers_mean_and_covariance():
+  fit = ed.vi.fit(mvn, family="fullrank", steps=1500, stl=True, seed=1, progress=False)
+  mean, cov = moments(fit.sample(40000)["x"])
+  np.testing.assert_allclose(mean, LOC, atol=0.03)
+  np.testing.assert_allclose(cov, COV, atol=0.04)
+  # q equals p: the importance weights are constant up to round-off.
+  assert fit.k_hat < 0.3 and fit.ess > 0.95 * 4000
+
+
+def test_meanfield_recovers_mean_and_meanfield_variances():
+  fit = ed.vi.fit(mvn, family="meanfield", steps=1500, samples=256, seed=2, progress=False)
+  loc, scale = fit.params["loc"], np.log1p(np.exp(fit.params["scale"]))
+  np.testing.assert_allclose(loc, LOC, atol=0.02)
+  np.testing.assert_allclose(scale**2, 1. / np.diag(np.linalg.inv(COV)), rtol=0.05)
+  # The reverse-KL optimum underestimates the marginal variance (0.19 vs 1),
+  # which importance weighting detects.
+  assert fit.k_hat > 0.7
+
+
+@pytest.mark.parametrize("family", ["realnvp", "iaf", "maf"])
+def test_flows_fit_a_correlated_gaussian(family):
+  fit = ed.vi.fit(mvn, family=family, steps=800, seed=3, progress=False)
+  mean, cov = moments(fit.sample(20000)["x"])
+  np.testing.assert_allclose(mean, LOC, atol=0.06)
+  np.testing.assert_allclose(cov, COV, atol=0.12)
+  assert fit.k_hat < 0.7
+
+
+GP_A, GP_B = 2., 1.
+Y_GP = np.array([3, 5, 2, 4, 6, 1, 3, 4], np.float32)
+
+
+def gamma_poisson():
+  lam = ed.Gamma(GP_A, GP_B, name="lam")
+  return ed.Poisson(lam, sample_shape=len(Y_GP), name="y")
+
+
+def test_constrained_latent_matches_conjugate_posterior():
+  a, b = GP_A + Y_GP.sum(), GP_B + len(Y_GP)  # posterior Gamma(a, b)
+  fit = ed.vi.fit(gamma_poisson, observed={"y": Y_GP}, family="meanfield", steps=1000,
+                  seed=4, progress=False)
+  draws = fit.sample(20000)["lam"]
+  assert draws.min() > 0
+  np.testing.assert_allclose(draws.mean(), a / b, rtol=0.03)
+  np.testing.assert_allclose(draws.var(), a / b**2, rtol=0.15)
+  # A Gaussian q in the unconstrained space has lighter tails than the Gamma
+  # posterior, so the importance ratios have a heavy right tail: PSIS says so.
+  assert fit.k_hat > 0.7
+  # log_prob of the surrogate on the constrained space integrates to one.
+  grid = np.linspace(1e-3, 12., 4001, dtype=np.float32)
+  density = np.exp(fit.log_prob({"lam": grid}))
+  np.testing.assert_allclose(np.trapezoid(density, grid), 1., atol=2e-3)
+
+
+FUNNEL_SCALE = 1.5
+
+
+def funnel():
+  v = ed.Normal(0., FUNNEL_SCALE, name="v")
+  return ed.Normal(tf.zeros([1]), tf.exp(v / 2.), name="x")
+
+
+def test_flow_fits_funnel_where_meanfield_fails():
+  meanfield = ed.vi.fit(funnel, family="meanfield", steps=600, seed=5, progress=False)
+  flow = ed.vi.fit(funnel, family=ed.vi.RealNVP(layers=6, hidden=(32, 32)), steps=2500,
+                   seed=5, progress=False)
+  assert meanfield.k_hat > 0.7, meanfield.k_hat
+  assert flow.k_hat < 0.7, flow.k_hat
+  draws = flow.resample(20000, draws=20000, seed=6)
+  # Known moments: v ~ N(0, 1.5^2); x | v ~ N(0, e^v), so var(x) = E[e^v] = e^{1.125}.
+  np.testing.assert_allclose(draws["v"].mean(), 0., atol=0.1)
+  np.testing.assert_allclose(draws["v"].std(), FUNNEL_SCALE, rtol=0.08)
+  np.testing.assert_allclose(np.var(draws["x"]), np.exp(FUNNEL_SCALE**2 / 2), rtol=0.2)
+
+
+# -- variational programs ---------------------------------------------------------
+
+Y_NN = np.array([1.2, 0.4, 2.2, 1.0, 0.7], np.float32)
+NN_PREC = 1 / 4. + len(Y_NN)  # prior N(0, 2^2), unit noise
+
+
+def normal_normal():
+  mu = ed.Normal(0., 2., name="mu")
+  return ed.Normal(mu, 1., sample_shape=len(Y_NN), name="y")
+
+
+def test_variational_program_recovers_the_posterior():
+  loc, raw_scale = tf.Variable(0.), tf.Variable(0.)
+
+  def q():
+    return ed.Normal(loc, tf.nn.softplus(raw_scale), name="mu")
+
+  fit = ed.vi.fit(normal_normal, observed={"y": Y_NN}, family=q, steps=1500, samples=64,
+                  seed=7, progress=False)
+  np.testing.assert_allclose(loc.numpy(), Y_NN.sum() / NN_PREC, atol=0.03)
+  np.testing.assert_allclose(tf.nn.softplus(raw_scale).numpy(), NN_PREC**-0.5, rtol=0.05)
+  assert fit.k_hat < 0.5
+  np.testing.assert_allclose(fit.sample(20000)["mu"].mean(), Y_NN.sum() / NN_PREC, atol=0.03)
+  np.testing.assert_allclose(fit.log_prob({"mu": np.float32([loc.numpy()])}),
+                             [-0.5 * np.log(2 * np.pi / NN_PREC)], atol=0.05)
+
+
+def test_variational_program_errors():
+  scale = tf.Variable(1.)
+  with pytest.raises(ValueError, match="'sigma'.*not a latent"):
+    ed.vi.fit(normal_normal, observed={"y": Y_NN},
+              family=lambda: ed.Normal(0., scale, name="sigma"), steps=1)
+  with pytest.raises(ValueError, match="'mu'.*shape \\[3\\]"):
+    ed.vi.fit(normal_normal, observed={"y": Y_NN},
+              family=lambda: ed.Normal(0., scale, sample_shape=3, name="mu"), steps=1)
+  with pytest.raises(ValueError, match="no trainable tf.Variable"):
+    ed.vi.fit(normal_normal, observed={"y": Y_NN},
+              family=lambda: ed.Normal(0., 1., name="mu"), steps=1)
+  with pytest.raises(ValueError, match="'mu'.*not reparameterized"):
+    ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=1,
+              family=lambda: ed.Poisson(scale, name="mu"))
+
+
+# -- minibatching ---------------------------------------------------------------------
+
+N_REG, B_REG = 60, 12
+RNG = np.random.default_rng(0)
+X_REG = RNG.normal(size=[N_REG, 2]).astype(np.float32)
+Y_REG = (X_REG @ np.float32([1., -2.]) + 0.5 + RNG.normal(size=N_REG)).astype(np.float32)
+
+
+def regression(x):
+  w = ed.Normal(0., 1., sample_shape=2, name="w")
+  b = ed.Normal(0., 1., name="b")
+  return ed.Normal(tf.linalg.matvec(x, w) + b, 1., name="y")
+
+
+def test_minibatch_log_density_is_scaled_exactly():
+  target = ed.make_target(regression, X_REG, observed={"y": Y_REG})
+  batches = Minibatcher(regression, (X_REG,), {}, {"y": Y_REG}, B_REG, target)
+  seed = tf.constant([3, 4], tf.int32)
+  state = tf.random.stateless_normal([5, 3], seed)  # five points [w, b]
+  w, b = state[:, :2].numpy(), state[:, 2].numpy()
+  prior = -0.5 * (state.numpy()**2).sum(1) - 1.5 * np.log(2 * np.pi)
+  epoch = [batches.indices(seed, t).numpy() for t in range(N_REG // B_REG)]
+  # One epoch visits every observation once.
+  np.testing.assert_array_equal(np.sort(np.concatenate(epoch)), np.arange(N_REG))
+  total = 0.
+  for t, idx in enumerate(epoch):
+    lp = batches.target_at(target, seed, t).log_prob_flat(state).numpy()
+    resid = Y_REG[idx][None] - (w @ X_REG[idx].T + b[:, None])
+    lik = (-0.5 * resid**2 - 0.5 * np.log(2 * np.pi)).sum(1)
+    np.testing.assert_allclose(lp, prior + N_REG / B_REG * lik, rtol=1e-5)
+    total += lp
+  # The mean over the batches of an epoch is the full-data log density.
+  np.testing.assert_allclose(total / len(epoch), target.log_prob_flat(state).numpy(),
+                             rtol=1e-5)
+
+
+def test_minibatch_fit_matches_the_conjugate_posterior():
+  design = np.column_stack([X_REG, np.ones(N_REG)])
+  precision = np.eye(3) + design.T @ design
+  mean = np.linalg.solve(precision, design.T @ Y_REG)
+  fit = ed.vi.fit(regression, X_REG, observed={"y": Y_REG}, family="fullrank",
+                  batch_size=B_REG, steps=3000, seed=8, progress=False)
+  draws = fit.sample(20000)
+  np.testing.assert_allclose(draws["w"].mean(0), mean[:2], atol=0.05)
+  np.testing.assert_allclose(draws["b"].mean(), mean[2], atol=0.05)
+
+
+def test_minibatch_errors():
+  with pytest.raises(ValueError, match="batch_size=100 is larger than .* N=60"):
+    ed.vi.fit(regression, X_REG, observed={"y": Y_REG}, batch_size=100, steps=1)
+
+  def local_latents(x):
+    z = ed.Normal(tf.zeros([N_REG]), 1., name="z")
+    return ed.Normal(z + x[:, 0], 1., name="y")
+
+  with pytest.raises(ValueError, match="does not run on a minibatch|global latents"):
+    ed.vi.fit(local_latents, X_REG, observed={"y": Y_REG}, batch_size=10, steps=1)
+
+
+# -- numerical trouble, checkpoints, settings ---------------------------------------
+
+
+def sqrt_model():
+  mu = ed.Normal(0., 3., name="mu")
+  return ed.Normal(tf.sqrt(mu), 1., name="y")  # NaN for mu < 0
+
+
+def test_nonfinite_steps_are_skipped_and_reported():
+  with pytest.warns(RuntimeWarning, match=r"steps had a non-finite.*log-density term of 'y'"):
+    fit = ed.vi.fit(sqrt_model, observed={"y": 1.}, steps=50, init={"mu": 0.5},
+                    family=ed.vi.MeanField(init_scale=2.), progress=False)
+  assert fit.nonfinite["skipped"] > 0 and fit.nonfinite["first_step"] == 0
+  assert np.isnan(fit.elbo).sum() == fit.nonfinite["skipped"]
+  assert all(np.all(np.isfinite(v)) for v in fit.params.values())
+  with pytest.raises(ed.vi.NonFiniteELBOError, match="step 0: .*'y'"):
+    ed.vi.fit(sqrt_model, observed={"y": 1.}, steps=50, init={"mu": 0.5},
+              family=ed.vi.MeanField(init_scale=2.), on_nonfinite="stop", progress=False)
+
+
+def test_checkpoint_resume_equals_uninterrupted(tmp_path):
+  settings = dict(observed={"y": Y_NN}, family="meanfield", steps=300, chunk_size=100,
+                  seed=9, progress=False)
+  full = ed.vi.fit(normal_normal, **settings)
+
+  def interrupt(info):
+    if info["step"] == 200:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, callback=interrupt, **settings)
+  resumed = ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, **settings)
+  np.testing.assert_array_equal(resumed.elbo, full.elbo)
+  for name, value in full.params.items():
+    np.testing.assert_array_equal(resumed.params[name], value)
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="settings.samples"):
+    ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, **dict(settings, samples=7))
+
+
+def test_tolerance_stops_early_and_reproducible():
+  a = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=5000, tol=1e-3, seed=10,
+                progress=False)
+  assert a.converged and a.steps < 5000 and len(a.elbo) == a.steps
+  b = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=5000, tol=1e-3, seed=10,
+                progress=False)
+  np.testing.assert_array_equal(a.elbo, b.elbo)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(family="gaussian"), "Unknown variational family 'gaussian'"),
+    (dict(steps=0), "steps must be an integer >= 1"),
+    (dict(samples=0), "samples must be an integer >= 1"),
+    (dict(family="iaf", stl=True), "stl=True needs .* 'iaf'"),
+    (dict(tol=-1.), "tol must be a positive number"),
+    (dict(on_nonfinite="ignore"), "on_nonfinite must be"),
+    (dict(init="zeros"), "init must be"),
+    (dict(learning_rate=0.), "learning_rate must be a positive number"),
+    (dict(observed={"y": Y_NN, "z": 1.}), r"Observed name\(s\) \['z'\]"),
+])
+def test_bad_settings_are_refused(kwargs, message):
+  kwargs = dict(dict(observed={"y": Y_NN}, steps=10), **kwargs)
+  with pytest.raises(ValueError, match=message):
+    ed.vi.fit(normal_normal, **kwargs)
+
+
+def test_flow_needs_two_dimensions_and_optimizer_type():
+  with pytest.raises(ValueError, match="at least 2 unconstrained dimensions"):
+    ed.vi.fit(normal_normal, observed={"y": Y_NN}, family="realnvp", steps=1, warm_start=0)
+  with pytest.raises(TypeError, match="tf_keras optimizer"):
+    ed.vi.fit(normal_normal, observed={"y": Y_NN}, optimizer="adam", steps=1)
+
+
+def test_summary_and_arviz():
+  fit = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=800, seed=11, progress=False)
+  table = fit.summary(print_table=False)
+  row = table["mu"]
+  np.testing.assert_allclose(row["psis_mean"], Y_NN.sum() / NN_PREC, atol=0.02)
+  np.testing.assert_allclose(row["psis_sd"], NN_PREC**-0.5, rtol=0.05)
+  assert row["q5"] < row["q50"] < row["q95"]
+  assert "psis_mean" in str(table)
+  arviz = pytest.importorskip("arviz")
+  data = fit.to_arviz(n=500)
+  assert data.posterior["mu"].shape == (1, 500)
+  np.testing.assert_allclose(float(arviz.summary(data)["mean"]["mu"]),
+                             Y_NN.sum() / NN_PREC, atol=0.05)
