@@ -28,7 +28,7 @@ import tensorflow as tf
 import tf_keras
 
 from edward_lite import runtime
-from edward_lite.checkpoint import Checkpointer
+from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families
@@ -78,10 +78,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       ``(-init_radius, init_radius)`` on the unconstrained space, as Stan),
       ``"prior"`` (median of prior draws), or a dict of constrained values.
     warm_start: steps of mean-field ADVI run first to set the location and
-      scales of a flow or full-rank family (default: ``min(500, steps)`` for
-      flows, 0 otherwise).  Adam moves each parameter by about the learning
-      rate per step, so a flow (small learning rate) would otherwise spend
-      many steps just travelling to the posterior's location.
+      scales of a full-rank or flow family (default ``min(500, steps)``).
+      Adam moves each parameter by about the learning rate per step, so a
+      richer family (smaller learning rate, costlier steps) would otherwise
+      spend many steps just travelling to the posterior's location.
     on_nonfinite: ``"skip"`` a step whose ELBO or gradient is NaN/inf
       (counted, reported with a warning) or ``"stop"`` with a
       ``NonFiniteELBOError`` naming the step and the variable.
@@ -129,21 +129,11 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
              if batch_size is not None else None)
 
   seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
-  if program:
-    surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
-  else:
-    loc, scale = _initial_loc(target, init, init_radius, seed_t), None
-    if warm_start is None:
-      warm_start = min(500, steps) if isinstance(fam, (families.RealNVP, families.MAF)) else 0
-    if runtime.check_integer("warm_start", warm_start, 0) and not isinstance(
-        fam, families.MeanField):
-      warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
-                 seed=seed, batch_size=batch_size, init=init, init_radius=init_radius,
-                 progress=progress, jit_compile=jit_compile, **kwargs)
-      loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
-    surrogate = FlatSurrogate(fam, target, loc, scale)
   if jit_compile is None:
     jit_compile = not program
+  if warm_start is None:
+    warm_start = 0 if program or isinstance(fam, families.MeanField) else min(500, steps)
+  warm_start = runtime.check_integer("warm_start", warm_start, 0)
   if optimizer is None:
     rate = learning_rate if learning_rate is not None else (
         0.01 if program else fam.default_learning_rate)
@@ -154,9 +144,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   elif not isinstance(optimizer, tf_keras.optimizers.Optimizer):
     raise TypeError(f"optimizer must be a tf_keras optimizer (tf_keras.optimizers.Adam(...)); "
                     f"got {type(optimizer).__name__}.")
-  optimizer.build(surrogate.variables)
 
-  ckpt = None
+  ckpt, resumed = None, None
   if checkpoint_dir:
     fingerprint = runtime.fingerprint(model, args, kwargs, observed)
     ckpt = Checkpointer(checkpoint_dir, fingerprint, dict(
@@ -164,11 +153,27 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
         init=init if isinstance(init, str) else repr(init), warm_start=warm_start,
         optimizer=_describe(optimizer)))
+    resumed = ckpt.load()
+
+  if program:
+    surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
+  else:
+    loc, scale = _initial_loc(target, init, init_radius, seed_t), None
+    if warm_start and not isinstance(fam, families.MeanField) and resumed is None:
+      warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
+                 seed=seed, batch_size=batch_size, init=init, init_radius=init_radius,
+                 progress=progress, jit_compile=jit_compile, **kwargs)
+      loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
+    surrogate = FlatSurrogate(fam, target, loc, scale)
+  optimizer.build(surrogate.variables)
 
   state_vars = surrogate.variables + list(optimizer.variables)
   elbo_chunks, step, skipped, first_bad = [], 0, 0, None
-  resumed = ckpt.load() if ckpt else None
   if resumed is not None:
+    if [np.shape(a) for a in resumed["state"]] != [tuple(v.shape) for v in state_vars]:
+      raise CheckpointMismatchError(
+          f"The checkpoint in {checkpoint_dir} holds variational parameters of other shapes "
+          "than this fit's; use another checkpoint_dir or delete it.")
     for variable, value in zip(state_vars, resumed["state"]):
       variable.assign(value)
     step = resumed["step"]
@@ -182,6 +187,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       jit_compile=jit_compile)
   bar = runtime.progress_bar(progress, steps, step, "fitting")
   timings = dict(compile_s=0., train_s=0.)
+  first_chunk, start_step = None, step
   converged, previous, reason = False, None, None
   while step < steps:
     n = min(chunk, steps - step)
@@ -194,6 +200,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     elapsed = time.perf_counter() - start_time
     timings["compile_s" if not timings["compile_s"] else "train_s"] += elapsed
     done, bad_count = int(done), int(bad_count)
+    first_chunk = done if first_chunk is None else first_chunk
     elbo = elbo[:done]
     if bad_count and stop_on_bad:
       first_bad = step + done
@@ -224,8 +231,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       previous = mean
   if bar is not None:
     bar.close()
-  timings["steps_per_s"] = (step / (timings["train_s"] + timings["compile_s"])
-                            if step else 0.)
+  # Steady state: the steps after the first (compiling) chunk.
+  timings["steps_per_s"] = ((step - start_step - first_chunk) / timings["train_s"]
+                            if timings["train_s"] else float("nan"))
   nonfinite = None
   if skipped:
     nonfinite = dict(skipped=skipped, first_step=first_bad, reason=reason)

@@ -38,8 +38,8 @@ class VIResult:
     family: the family object (or the variational program).
     nonfinite: None, or a dict (``skipped``, ``first_step``, ``reason``)
       about steps skipped for a non-finite ELBO or gradient.
-    timings: ``compile_s`` (first chunk, compile included), ``train_s``,
-      ``steps_per_s``.
+    timings: ``compile_s`` (the first chunk, compile included), ``train_s``
+      (the other chunks), ``steps_per_s`` (steady state: the other chunks).
     target: the model target (``ed.make_target``).
   """
 
