@@ -191,6 +191,30 @@ def test_minibatch_fit_matches_the_conjugate_posterior():
   np.testing.assert_allclose(draws["b"].mean(), mean[2], atol=0.05)
 
 
+def test_dataset_minibatches_and_full_data_weights():
+  design = np.column_stack([X_REG, np.ones(N_REG)])
+  precision = np.eye(3) + design.T @ design
+  mean = np.linalg.solve(precision, design.T @ Y_REG)
+  dataset = tf.data.Dataset.from_tensor_slices({"x": X_REG, "y": Y_REG}).shuffle(
+      N_REG, seed=0).batch(B_REG, drop_remainder=True)
+  fit = ed.vi.fit(regression, dataset=dataset, family="fullrank", steps=3000, seed=8,
+                  progress=False)
+  draws = fit.sample(20000)
+  np.testing.assert_allclose(draws["w"].mean(0), mean[:2], atol=0.05)
+  np.testing.assert_allclose(draws["b"].mean(), mean[2], atol=0.05)
+  # Importance weights use the full data, accumulated over one pass.
+  full = ed.make_target(regression, X_REG, observed={"y": Y_REG})
+  u = tf.random.stateless_normal([7, 3], [1, 2])
+  np.testing.assert_allclose(fit._full_log_prob(u).numpy(),  # pylint: disable=protected-access
+                             full.log_prob_flat(u).numpy(), rtol=1e-5)
+  assert fit.k_hat < 0.7
+  with pytest.raises(ValueError, match="batch_size= .* or dataset=, not both"):
+    ed.vi.fit(regression, dataset=dataset, batch_size=5, steps=1)
+  with pytest.raises(ValueError, match="all arguments of the program"):
+    ed.vi.fit(regression, dataset=tf.data.Dataset.from_tensor_slices({"x": X_REG}).batch(5),
+              steps=1)
+
+
 def test_minibatch_errors():
   with pytest.raises(ValueError, match="batch_size=100 is larger than .* N=60"):
     ed.vi.fit(regression, X_REG, observed={"y": Y_REG}, batch_size=100, steps=1)

@@ -46,7 +46,8 @@ class NonFiniteELBOError(FloatingPointError):
 
 
 def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=None, seed=0,
-        optimizer=None, learning_rate=None, stl=False, batch_size=None, tol=None,
+        optimizer=None, learning_rate=None, stl=False, batch_size=None, dataset=None,
+        num_examples=None, tol=None,
         init="uniform", init_radius=2., warm_start=None, on_nonfinite="skip", chunk_size=None,
         progress=True, checkpoint_dir=None, jit_compile=None, callback=None,
         program_args=(), program_kwargs=None, **kwargs):
@@ -72,6 +73,12 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     batch_size: subsample the observed data (and every program argument
       whose leading dimension is the number of observations ``N``) to
       ``batch_size`` per step, scaling the likelihood by ``N / batch_size``.
+    dataset: a finite ``tf.data.Dataset`` of minibatches instead: dicts
+      whose keys name observed random variables or keyword arguments of
+      ``model``, the batch on the first axis; repeated for as many steps as
+      needed, the likelihood of a batch of ``b`` rows scaled by ``N / b``.
+      Importance weights take one pass over it.
+    num_examples: ``N`` for ``dataset`` (counted with one pass when None).
     tol: stop when the relative change of the mean ELBO between consecutive
       chunks is below ``tol`` (None: run all ``steps``).
     init: initial location of a flat family: ``"uniform"`` (uniform in
@@ -106,7 +113,16 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
   if tol is not None and not (np.isfinite(tol) and tol > 0):
     raise ValueError(f"tol must be a positive number or None; got {tol!r}.")
-  target = make_target(model, *args, observed=observed, **kwargs)
+  if dataset is not None:
+    if batch_size is not None:
+      raise ValueError("Give batch_size= (to subsample arrays) or dataset=, not both.")
+    batches = minibatch_lib.DatasetBatches(model, args, kwargs, observed, dataset,
+                                           num_examples)
+    target = batches.target
+  else:
+    target = make_target(model, *args, observed=observed, **kwargs)
+    batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
+               if batch_size is not None else None)
   if target.dtype is None or not target.dtype.is_floating:
     raise TypeError("Variational inference needs all latent variables in one floating dtype; "
                     f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
@@ -125,8 +141,6 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     raise ValueError(f"stl=True needs the density of the family at its own draws with the "
                      f"parameters held fixed, which '{fam.name}' computes in D sequential "
                      "passes; use 'realnvp' or stl=False.")
-  batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
-             if batch_size is not None else None)
 
   seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
   if jit_compile is None:
@@ -151,6 +165,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     ckpt = Checkpointer(checkpoint_dir, fingerprint, dict(
         family=_describe_family(family, fam), steps=steps, samples=samples, seed=seed,
         learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
+        dataset=None if dataset is None else [repr(dataset.element_spec), batches.num_examples],
         init=init if isinstance(init, str) else repr(init), warm_start=warm_start,
         optimizer=_describe(optimizer)))
     resumed = ckpt.load()
@@ -161,7 +176,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     loc, scale = _initial_loc(target, init, init_radius, seed_t), None
     if warm_start and not isinstance(fam, families.MeanField) and resumed is None:
       warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
-                 seed=seed, batch_size=batch_size, init=init, init_radius=init_radius,
+                 seed=seed, batch_size=batch_size, dataset=dataset,
+                 num_examples=getattr(batches, "num_examples", None), init=init,
+                 init_radius=init_radius,
                  progress=progress, jit_compile=jit_compile, **kwargs)
       loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
     surrogate = FlatSurrogate(fam, target, loc, scale)
@@ -180,11 +197,15 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     elbo_chunks = list(resumed["host"]["kept"].get("elbo", []))
     skipped = int(sum(np.sum(c) for c in resumed["host"]["kept"].get("skipped", [])))
 
+  compiled = batches is None or batches.compiled
+  train_step = _make_train_step(surrogate, target, batches, optimizer, seed_t, samples, stl)
+  if not compiled:  # the loop reads a dataset iterator: compile the step only
+    train_step = tf.function(train_step, jit_compile=jit_compile)
   run_chunk = tf.function(
       lambda start, n, stop_on_bad: _run_chunk(
-          surrogate, target, batches, optimizer, seed_t, samples, stl, start, n, stop_on_bad,
-          chunk),
-      jit_compile=jit_compile)
+          train_step, batches, seed_t, start, n, stop_on_bad, chunk,
+          surrogate.variables[0].dtype),
+      jit_compile=jit_compile and compiled)
   bar = runtime.progress_bar(progress, steps, step, "fitting")
   timings = dict(compile_s=0., train_s=0.)
   first_chunk, start_step = None, step
@@ -240,7 +261,11 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     warnings.warn(f"{skipped} of {step} steps had a non-finite ELBO or gradient and were "
                   f"skipped; the first at step {first_bad}: {reason}", RuntimeWarning,
                   stacklevel=2)
+  full_log_prob = None
+  if dataset is not None:
+    full_log_prob = batches.full_log_prob_fn(surrogate.model_log_prob, target)
   return VIResult(target=target, surrogate=surrogate, family=fam or family,
+                  full_log_prob=full_log_prob,
                   elbo=np.concatenate(elbo_chunks) if elbo_chunks else np.zeros([0]),
                   steps=step, samples=samples, converged=converged, nonfinite=nonfinite,
                   timings=timings, seed=seed)
@@ -249,15 +274,12 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
 # -- the compiled chunk ----------------------------------------------------------
 
 
-def _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step,
-                        permutation=None):
-  """``(elbo, gradients)`` of one step (its minibatch taken from the epoch's
-  ``permutation``)."""
-  step_target = batches.target_at(target, seed, step, permutation) if batches else target
+def _elbo_and_gradients(surrogate, target, seed, samples, stl, step):
+  """``(elbo, gradients)`` of one step on ``target`` (the step's minibatch)."""
   draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
   with tf.GradientTape() as tape:
     state, log_q = surrogate.draw(samples, draw_seed, stl)
-    log_p = surrogate.model_log_prob(step_target, state)
+    log_p = surrogate.model_log_prob(target, state)
     elbo = tf.reduce_mean(log_p - log_q)
     loss = -elbo
   grads = tape.gradient(loss, surrogate.variables,
@@ -265,24 +287,13 @@ def _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step,
   return elbo, grads
 
 
-def _run_chunk(surrogate, target, batches, optimizer, seed, samples, stl, start, n,
-               stop_on_bad, capacity):
-  """Runs up to ``n`` steps from step ``start``.
+def _make_train_step(surrogate, target, batches, optimizer, seed, samples, stl):
+  """``train_step(step, data) -> (elbo, finite)``: one optimizer update,
+  applied only when the ELBO and every gradient are finite."""
 
-  Returns ``(elbo[capacity], steps done, non-finite steps, first bad step)``;
-  with ``stop_on_bad`` the loop ends before applying a non-finite step.
-  """
-  dtype = surrogate.variables[0].dtype
-  # The minibatch permutation of the current epoch, redrawn at epoch starts.
-  permutation = batches.permutation(seed, start) if batches else tf.zeros([0], tf.int32)
-
-  def body(i, trace, bad_count, bad_step, permutation):
-    step = start + i
-    if batches:
-      permutation = tf.cond(step % batches.batches_per_epoch == 0,
-                            lambda: batches.permutation(seed, step), lambda: permutation)
-    elbo, grads = _elbo_and_gradients(surrogate, target, batches, seed, samples, stl, step,
-                                      permutation if batches else None)
+  def train_step(step, data):
+    step_target = batches.target_for(target, data) if batches else target
+    elbo, grads = _elbo_and_gradients(surrogate, step_target, seed, samples, stl, step)
     finite = tf.math.is_finite(elbo)
     for g in grads:
       finite &= tf.reduce_all(tf.math.is_finite(g))
@@ -292,19 +303,40 @@ def _run_chunk(surrogate, target, batches, optimizer, seed, samples, stl, start,
       return tf.constant(True)
 
     tf.cond(finite, apply, lambda: tf.constant(False))
+    return elbo, finite
+
+  return train_step
+
+
+def _run_chunk(train_step, batches, seed, start, n, stop_on_bad, capacity, dtype):
+  """Runs up to ``n`` steps from step ``start``.
+
+  Returns ``(elbo[capacity], steps done, non-finite steps, first bad step)``;
+  with ``stop_on_bad`` the loop ends at a non-finite step, which is not
+  applied and not counted as done.
+  """
+  # What the batch source carries from step to step (the epoch's permutation).
+  carry = batches.carry_init(seed, start) if batches else tf.zeros([0], tf.int32)
+
+  def body(i, trace, bad_count, bad_step, carry):
+    step = start + i
+    data = None
+    if batches:
+      carry, data = batches.next(carry, seed, step)
+    elbo, finite = train_step(step, data)
     trace = tf.tensor_scatter_nd_update(trace, [[i]], tf.reshape(elbo, [1]))
     bad_step = tf.where(~finite & (bad_count == 0), step, bad_step)
     bad_count += tf.cast(~finite, tf.int32)
     done = i + tf.where(stop_on_bad & ~finite, 0, 1)
-    return done, trace, bad_count, bad_step, permutation
+    return done, trace, bad_count, bad_step, carry
 
-  def cond(i, trace, bad_count, bad_step, permutation):
-    del trace, bad_step, permutation
+  def cond(i, trace, bad_count, bad_step, carry):
+    del trace, bad_step, carry
     return (i < n) & ~(stop_on_bad & (bad_count > 0))
 
   i, trace, bad_count, bad_step, _ = tf.while_loop(
       cond, body, (tf.constant(0), tf.fill([capacity], tf.constant(np.nan, dtype)),
-                   tf.constant(0), tf.constant(-1), permutation))
+                   tf.constant(0), tf.constant(-1), carry))
   return trace, i, bad_count, bad_step
 
 
@@ -340,7 +372,7 @@ def _diagnose(surrogate, target, batches, seed, samples, stl, step):
   for name, grad in grads.items():
     if not np.all(np.isfinite(grad.numpy())):
       return f"the gradient of the log density with respect to '{name}' is not finite."
-  _, grads = _elbo_and_gradients(surrogate, target, batches, seed, samples, stl,
+  _, grads = _elbo_and_gradients(surrogate, step_target, seed, samples, stl,
                                  tf.constant(step))
   for name, grad in zip(surrogate.parameter_names, grads):
     if not np.all(np.isfinite(grad.numpy())):

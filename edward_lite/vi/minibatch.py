@@ -20,13 +20,15 @@ so the minibatch ELBO and its gradient are unbiased.  Latent variables must
 not depend on ``N`` (global latents only).
 """
 
+import inspect
+
 import numpy as np
 import tensorflow as tf
 
 from edward_lite import runtime
 from edward_lite.target import make_target
 
-__all__ = ["Minibatcher"]
+__all__ = ["Minibatcher", "DatasetBatches"]
 
 _DATA_STREAM = 0x5EED  # separates the data-subsampling seeds from the draw seeds
 
@@ -114,7 +116,122 @@ class Minibatcher:
     # A gather, not tf.slice: XLA compiles a slice's start as a constant.
     return tf.gather(permutation, position * self.batch_size + tf.range(self.batch_size))
 
-  def target_at(self, target, seed, step, permutation=None):
-    """``target`` on the minibatch of ``step``, likelihood scaled by ``N / B``."""
-    args, kwargs, observed = self._gather(self.indices(seed, step, permutation))
+  # The interface of the fit loop: a carried state (the epoch's permutation),
+  # the data of a step (its indices), the target on that data.
+  compiled = True  # the whole loop can be one XLA program
+
+  def carry_init(self, seed, start):
+    return self.permutation(seed, start)
+
+  def next(self, carry, seed, step):
+    """``(carry, data)`` of ``step``; the permutation is redrawn at epoch starts."""
+    carry = tf.cond(step % self.batches_per_epoch == 0,
+                    lambda: self.permutation(seed, step), lambda: carry)
+    return carry, self.indices(seed, step, carry)
+
+  def target_for(self, target, data):
+    """``target`` on the minibatch ``data`` (indices), likelihood scaled by ``N / B``."""
+    args, kwargs, observed = self._gather(data)
     return target.with_data(args, kwargs, observed, likelihood_scale=self.scale)
+
+  def target_at(self, target, seed, step):
+    """``target`` on the minibatch of ``step``."""
+    return self.target_for(target, self.indices(seed, step))
+
+
+class DatasetBatches:
+  """Minibatches from a ``tf.data.Dataset``.
+
+  The dataset is finite (one epoch) and yields dicts whose keys name observed
+  random variables or keyword arguments of the program, each with the batch
+  on the first axis; the fit repeats it.  A batch of ``b`` rows scales the
+  likelihood by ``N / b``.  The full-data log density (for importance
+  weights) is accumulated over one pass:
+  ``log p(x) + sum_batches [log p(x, batch) - log p(x)]``.
+
+  Keys that are parameters of the program are passed as keyword arguments;
+  the others name observed random variables.
+
+  Args:
+    model, args, kwargs, observed: as given to ``ed.vi.fit`` (``observed``
+      may give variables the dataset does not).
+    dataset: the ``tf.data.Dataset``.
+    num_examples: ``N``; counted with one pass over the dataset when None.
+  """
+
+  compiled = False  # reading the iterator cannot be inside XLA
+
+  def __init__(self, model, args, kwargs, observed, dataset, num_examples):
+    if not isinstance(dataset, tf.data.Dataset):
+      raise TypeError(f"dataset= must be a tf.data.Dataset; got {type(dataset).__name__}.")
+    spec = dataset.element_spec
+    if not isinstance(spec, dict) or not spec:
+      raise ValueError("dataset= must yield dicts name -> batch (observed random variables "
+                       f"and keyword arguments of the program); its elements are {spec}.")
+    first = next(iter(dataset), None)
+    if first is None:
+      raise ValueError("dataset= is empty.")
+    try:
+      parameters = inspect.signature(model).parameters
+    except (TypeError, ValueError):
+      parameters = {}
+    self._kwargs = dict(kwargs)
+    self._kwarg_keys = [k for k in first if k in parameters]
+    self._observed_keys = [k for k in first if k not in parameters]
+    if not self._observed_keys:
+      raise ValueError(f"dataset= keys {sorted(first)} are all arguments of the program; at "
+                       "least one must name an observed random variable.")
+    self.target = make_target(
+        model, *args,
+        observed={**dict(observed or {}), **{k: first[k] for k in self._observed_keys}},
+        **{**self._kwargs, **{k: first[k] for k in self._kwarg_keys}})
+    self.dataset = dataset
+    if num_examples is None:
+      num_examples = int(sum(int(tf.shape(b[self._observed_keys[0]])[0]) for b in dataset))
+    self.num_examples = runtime.check_integer("num_examples", num_examples, 1)
+    self._iterator = iter(dataset.repeat())
+    self._first = first
+
+  def carry_init(self, seed, start):
+    del seed, start
+    return tf.zeros([0], tf.int32)
+
+  def next(self, carry, seed, step):
+    del seed, step
+    return carry, next(self._iterator)
+
+  def target_for(self, target, data, likelihood_scale=None):
+    rows = tf.shape(data[self._observed_keys[0]])[0]
+    if likelihood_scale is None:
+      likelihood_scale = self.num_examples / tf.cast(rows, tf.float64)
+    return target.with_data(
+        kwargs={**self._kwargs, **{k: data[k] for k in self._kwarg_keys}},
+        observed={k: data[k] for k in self._observed_keys},
+        likelihood_scale=likelihood_scale)
+
+  def target_at(self, target, seed, step):
+    """The target on the first batch (used to diagnose a non-finite step)."""
+    del seed, step
+    return self.target_for(target, self._first)
+
+  def full_log_prob_fn(self, model_log_prob, target):
+    """A function ``state -> [n]``: the full-data log density, one pass over
+    the dataset (each batch's term compiled once per batch shape).
+
+    Args:
+      model_log_prob: ``(target, state) -> [n]`` (the surrogate's).
+      target: the fit's target.
+    """
+    prior_fn = tf.function(lambda state: model_log_prob(
+        self.target_for(target, self._first, 0.), state), jit_compile=True)
+    term_fn = tf.function(lambda state, batch: model_log_prob(
+        self.target_for(target, batch, 1.), state), jit_compile=True)
+
+    def full_log_prob(state):
+      prior = prior_fn(state)
+      total = prior
+      for batch in self.dataset:
+        total += term_fn(state, batch) - prior
+      return total
+
+    return full_log_prob

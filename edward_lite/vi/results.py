@@ -44,13 +44,16 @@ class VIResult:
   """
 
   def __init__(self, target, surrogate, family, elbo, steps, samples, converged, nonfinite,
-               timings, seed):
+               timings, seed, full_log_prob=None):
     self.target, self._surrogate, self.family = target, surrogate, family
     self.elbo, self.steps, self.samples = elbo, steps, samples
     self.converged, self.nonfinite, self.timings = converged, nonfinite, timings
     self._seed = seed
     self._importance = None
     self._draw_fn = tf.function(self._draw_batch, jit_compile=True)
+    # The model's full-data log density of a batch of surrogate draws (one
+    # pass over a dataset when the fit streamed one).
+    self._full_log_prob = full_log_prob
 
   # -- the surrogate --------------------------------------------------------------
 
@@ -63,17 +66,21 @@ class VIResult:
   def _draw_batch(self, seed, weights):
     state, log_q = self._surrogate.draw(BATCH, seed)
     values = self._surrogate.constrained(self.target, state)
-    log_w = (self._surrogate.model_log_prob(self.target, state) - log_q) if weights else log_q
-    return values, log_w
+    if weights and self._full_log_prob is None:
+      return values, self._surrogate.model_log_prob(self.target, state) - log_q, state
+    return values, log_q, state
 
   def _draw(self, n, seed, weights):
+    """``n`` draws (constrained dict) and their log weights (or log q)."""
     n = runtime.check_integer("n", n, 1)
     base = tf.constant(runtime.seed_pair(self._seed if seed is None else seed), tf.int32)
     stream = tf.random.experimental.stateless_fold_in(base, 0x51 if weights else 0x52)
     parts, log_w = collections.defaultdict(list), []
     for b in range(-(-n // BATCH)):
-      values, lw = self._draw_fn(tf.random.experimental.stateless_fold_in(stream, b),
-                                 weights)
+      values, lw, state = self._draw_fn(tf.random.experimental.stateless_fold_in(stream, b),
+                                        weights)
+      if weights and self._full_log_prob is not None:
+        lw = self._full_log_prob(state) - lw
       for name, value in values.items():
         parts[name].append(value.numpy())
       log_w.append(lw.numpy())
