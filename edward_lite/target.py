@@ -425,11 +425,16 @@ class Target:
     state = self._as_dict(state)
     if not self._latents:
       raise ValueError("The program has no latent variables: nothing to infer.")
+    return self._per_chain_gradient(lambda s: self._run(s)[0], state)
+
+  def _per_chain_gradient(self, one_chain_fn, state):
+    """``one_chain_fn`` vectorized over the chains of ``state``, with a custom
+    gradient that differentiates one chain's program and vectorizes that."""
     names = list(self._latents)
 
     @tf.custom_gradient
-    def log_prob_parts(*parts):
-      lp, grads = self._vectorized_value_and_gradient(dict(zip(names, parts)))
+    def value(*parts):
+      lp, grads = self._vectorized_value_and_gradient(dict(zip(names, parts)), one_chain_fn)
 
       def grad_fn(upstream, variables=None):
         state_grads = [tf.reshape(upstream, [-1] + [1] * (grads[n].shape.rank - 1)) * grads[n]
@@ -440,7 +445,7 @@ class Target:
         # vectorized program for them.
         with tf.GradientTape() as tape:
           tape.watch(variables)
-          lp_again = tf.vectorized_map(lambda s: self._run(s)[0], dict(zip(names, parts)))
+          lp_again = tf.vectorized_map(one_chain_fn, dict(zip(names, parts)))
           total = tf.reduce_sum(tf.stop_gradient(upstream) * lp_again)
         var_grads = tape.gradient(total, variables,
                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
@@ -448,18 +453,19 @@ class Target:
 
       return lp, grad_fn
 
-    return log_prob_parts(*[state[n] for n in names])
+    return value(*[state[n] for n in names])
 
-  def _vectorized_value_and_gradient(self, state):
+  def _vectorized_value_and_gradient(self, state, one_chain_fn=None):
     """``(lp [C], grads dict)``, differentiating one chain's program and then
     vectorizing the result.  (Differentiating the vectorized program instead
     puts reductions in the gradient whose axes XLA treats as compile-time
     constants, so every new state value would recompile.)"""
+    one_chain_fn = one_chain_fn or (lambda s: self._run(s)[0])
 
     def one_chain(s):
       with tf.GradientTape() as tape:
         tape.watch(s)
-        lp = self._run(s)[0]
+        lp = one_chain_fn(s)
       return lp, tape.gradient(lp, s, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
     return tf.vectorized_map(one_chain, state)
@@ -541,10 +547,10 @@ class Target:
       values: dict ``name -> x[C, *shape_name]`` for every latent.
 
     Returns:
-      ``[C]`` Tensor, differentiable in ``values`` by ordinary autodiff.
+      ``[C]`` Tensor; its gradient is computed per draw, as ``log_prob``'s.
     """
     values = self._as_dict(values, constrained=True)
-    return tf.vectorized_map(
+    return self._per_chain_gradient(
         lambda s: self._run(s, inverse=True, jacobian=False)[0], values)
 
   def log_det_jacobian_flat(self, flat):

@@ -49,7 +49,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         optimizer=None, learning_rate=None, stl=False, batch_size=None, dataset=None,
         num_examples=None, tol=None,
         init="uniform", init_radius=2., warm_start=None, on_nonfinite="skip", chunk_size=None,
-        progress=True, checkpoint_dir=None, jit_compile=None, callback=None,
+        progress=True, checkpoint_dir=None, jit_compile=True, callback=None,
         program_args=(), program_kwargs=None, **kwargs):
   """Fits a variational approximation to the posterior of ``model``.
 
@@ -66,8 +66,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     samples: draws per step for the ELBO and its gradient (default by
       family: 32 mean-field, 64 full-rank, 128 RealNVP/IAF, 32 MAF).
     seed: integer seed; every random choice derives from it.
-    optimizer: a tf_keras optimizer; default Adam at ``learning_rate``
-      (default by family) with cosine decay to a tenth over ``steps``.
+    optimizer: a Keras optimizer (tf_keras or Keras 3); default Adam at ``learning_rate``
+      (default by family) with cosine decay to a hundredth over ``steps``.
     learning_rate: learning rate of the default optimizer.
     stl: use the sticking-the-landing gradient estimator.
     batch_size: subsample the observed data (and every program argument
@@ -97,9 +97,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     checkpoint_dir: directory for checkpoints of the trainable state; an
       interrupted fit resumes from it when called again with the same
       arguments.
-    jit_compile: compile the chunk with XLA (default: True for the flat
-      families; False for variational programs, whose vectorized gradient
-      XLA would recompile for every chunk).
+    jit_compile: compile the chunk with XLA (default True).
     callback: optional ``callback(info)`` after every chunk with ``step``,
       ``elbo`` (mean over the chunk) and ``skipped``.
 
@@ -143,8 +141,6 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                      "passes; use 'realnvp' or stl=False.")
 
   seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
-  if jit_compile is None:
-    jit_compile = not program
   if warm_start is None:
     warm_start = 0 if program or isinstance(fam, families.MeanField) else min(500, steps)
   warm_start = runtime.check_integer("warm_start", warm_start, 0)
@@ -154,10 +150,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     if not (np.isfinite(rate) and rate > 0):
       raise ValueError(f"learning_rate must be a positive number; got {rate!r}.")
     optimizer = tf_keras.optimizers.Adam(tf_keras.optimizers.schedules.CosineDecay(
-        rate, decay_steps=steps, alpha=0.1))
-  elif not isinstance(optimizer, tf_keras.optimizers.Optimizer):
-    raise TypeError(f"optimizer must be a tf_keras optimizer (tf_keras.optimizers.Adam(...)); "
-                    f"got {type(optimizer).__name__}.")
+        rate, decay_steps=steps, alpha=0.01))
+  elif not _is_keras_optimizer(optimizer):
+    raise TypeError(f"optimizer must be a Keras optimizer (tf_keras.optimizers.Adam(...) or "
+                    f"keras.optimizers.Adam(...)); got {type(optimizer).__name__}.")
 
   ckpt, resumed = None, None
   if checkpoint_dir:
@@ -416,6 +412,16 @@ def _initial_loc(target, init, radius, seed):
       raise ValueError("init values are outside the support of their distributions.")
     return u
   raise TypeError(f"init must be a string or a dict; got {type(init).__name__}.")
+
+
+def _is_keras_optimizer(optimizer):
+  if isinstance(optimizer, tf_keras.optimizers.Optimizer):
+    return True
+  try:
+    import keras  # pylint: disable=g-import-not-at-top
+  except ImportError:
+    return False
+  return isinstance(optimizer, keras.optimizers.Optimizer)
 
 
 def _describe_family(family, fam):

@@ -154,7 +154,32 @@ class ProgramSurrogate:
                        "parameters held fixed, which a variational program cannot give; "
                        "use stl=False.")
     seeds = tf.random.experimental.stateless_split(seed, n)
-    return tf.vectorized_map(lambda s: self._draw_one(s), seeds)
+    names = list(self.latents)
+
+    # The gradient is taken per draw inside the vectorized program (a
+    # vector-Jacobian product per draw, summed), as the target's: XLA would
+    # recompile the gradient of the vectorized program for every chunk.
+    @tf.custom_gradient
+    def draws(seeds):
+      values, log_q = tf.vectorized_map(self._draw_one, seeds)
+
+      def grad_fn(*upstream, variables=None):
+        def one(args):
+          one_seed, cotangents = args
+          with tf.GradientTape() as tape:
+            x, lq = self._draw_one(one_seed)
+            total = cotangents[-1] * lq + tf.add_n(
+                [tf.reduce_sum(c * x[k]) for k, c in zip(names, cotangents[:-1])])
+          return tape.gradient(total, variables,
+                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+        per_draw = tf.vectorized_map(one, (seeds, upstream))
+        return None, [tf.reduce_sum(g, axis=0) for g in per_draw]
+
+      return tuple(values[k] for k in names) + (log_q,), grad_fn
+
+    out = draws(seeds)
+    return dict(zip(names, out[:-1])), out[-1]
 
   @staticmethod
   def model_log_prob(target, values):
