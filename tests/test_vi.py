@@ -54,6 +54,22 @@ def test_flows_fit_a_correlated_gaussian(family):
   assert fit.k_hat < 0.7
 
 
+@pytest.mark.parametrize("family", [ed.vi.RealNVP(layers=3, hidden=(8,)),
+                                    ed.vi.IAF(layers=3, hidden=(8,))])
+def test_single_pass_flow_sampler_equals_tfp_bijectors(family):
+  """The one-network-pass sampler gives the draws and densities of the
+  family's TFP distribution (perturbed parameters, so the networks matter)."""
+  dim, rng = 5, np.random.RandomState(1)
+  params = {k: tf.constant(v + 0.3 * rng.standard_normal(v.shape))
+            for k, v in family.init(dim, np.float64, np.arange(dim, dtype=np.float64)).items()}
+  seed = tf.constant([1, 2])
+  u, log_q = family.sample_and_log_prob(params, dim, 6, seed)
+  q = family.distribution(params, dim)
+  z = tf.random.stateless_normal([6, dim], seed, dtype=tf.float64)
+  np.testing.assert_allclose(u, q.bijector.forward(z), atol=1e-12)
+  np.testing.assert_allclose(log_q, q.log_prob(u), atol=1e-10)
+
+
 GP_A, GP_B = 2., 1.
 Y_GP = np.array([3, 5, 2, 4, 6, 1, 3, 4], np.float32)
 

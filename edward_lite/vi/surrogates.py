@@ -58,7 +58,11 @@ class FlatSurrogate:
     """``(u[n, D], log q(u)[n])``; with ``stl`` the density's parameters are
     held fixed (sticking the landing, Roeder et al. 2017): the path
     derivative only, which has zero variance when ``q`` equals the posterior."""
-    u, log_q = self.distribution().experimental_sample_and_log_prob(n, seed=seed)
+    fast = getattr(self.family, "sample_and_log_prob", None)
+    out = fast(self.params(), self.dim, n, seed) if fast else None
+    if out is None:
+      out = self.distribution().experimental_sample_and_log_prob(n, seed=seed)
+    u, log_q = out
     if stl:
       log_q = self.distribution(stop_gradient=True).log_prob(u)
     return u, log_q
