@@ -111,6 +111,9 @@ import tensorflow_probability as tfp  # noqa: E402
 import edward_lite as ed  # noqa: E402
 from edward_lite import diagnostics  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+import irt_2pl  # noqa: E402  (the IRT 2PL model and data, shared with the VI examples)
+
 try:
   import numpyro  # noqa: E402
   import numpyro.distributions as npd  # noqa: E402
@@ -344,27 +347,6 @@ model {
 """
 
 
-def irt_data(students, items, seed=0):
-  rng = np.random.default_rng(seed)
-  mu_beta, sigma_beta, sigma_gamma = 0., 1., 0.5
-  theta = rng.normal(size=students)
-  beta = rng.normal(mu_beta, sigma_beta, size=items)
-  gamma = np.exp(rng.normal(0., sigma_gamma, size=items))
-  logits = gamma * (theta[:, None] - beta)
-  return (rng.uniform(size=logits.shape) < 1. / (1. + np.exp(-logits))).astype(np.int32)
-
-
-def irt_ed(students, items):
-  theta = ed.Normal(tf.zeros(students), 1., name="theta")
-  mu_beta = ed.Normal(0., 1., name="mu_beta")
-  sigma_beta = ed.HalfNormal(1., name="sigma_beta")
-  sigma_gamma = ed.HalfNormal(1., name="sigma_gamma")
-  beta = ed.Normal(mu_beta * tf.ones(items), sigma_beta, name="beta")
-  log_gamma = ed.Normal(tf.zeros(items), sigma_gamma, name="log_gamma")
-  logits = tf.exp(log_gamma)[None, :] * (theta[:, None] - beta[None, :])
-  return ed.Bernoulli(logits=logits, name="y")
-
-
 def irt_np(students, items, y=None):
   theta = numpyro.sample("theta", npd.Normal(0., 1.).expand([students]).to_event(1))
   mu_beta = numpyro.sample("mu_beta", npd.Normal(0., 1.))
@@ -399,7 +381,7 @@ def irt_tf_log_prob(y, students, items):
 
 def make_irt(args):
   i, k = args.irt_students, args.irt_items
-  y = irt_data(i, k, seed=args.data_seed)
+  y = irt_2pl.make_data(args.data_seed, i, k)
   jd = tfd.JointDistributionNamed(dict(
       theta=tfd.Sample(tfd.Normal(0., 1.), i),
       mu_beta=tfd.Normal(0., 1.),
@@ -415,7 +397,7 @@ def make_irt(args):
   return Model(
       name="irt", params={"theta": (i,), "mu_beta": (), "sigma_beta": (), "sigma_gamma": (),
                           "beta": (k,), "log_gamma": (k,)},
-      positive=("sigma_beta", "sigma_gamma"), ed_fn=irt_ed, ed_args=(i, k),
+      positive=("sigma_beta", "sigma_gamma"), ed_fn=irt_2pl.model, ed_args=(i, k),
       ed_observed={"y": y}, np_fn=irt_np, np_args=(i, k), np_kwargs={"y": jnp.asarray(y)},
       tf_log_prob=irt_tf_log_prob(y, i, k), jd=jd, pins={"y": y}, stan_code=IRT_STAN,
       stan_data=dict(I=i, K=k, y=y.astype(int)))
