@@ -22,8 +22,8 @@ call to the posterior means (compile included, since a user pays it too):
   tuned in ``examples/irt_2pl_flows.py``;
 * ``meanfield``, ``fullrank`` -- the same with the Gaussian families (family
   defaults; full-rank warm-started by 500 mean-field steps and at learning
-  rate 0.002: at its default 0.02 its 503,506 parameters blow up -- NaN --
-  within ~110 steps).
+  rate 0.002, which does better here than its default 0.02: k-hat 1.50 vs
+  1.80 after 1000 steps).
 
 Per rung: wall seconds, k-hat, importance ESS, and ``|mean - reference mean|
 / reference sd`` over all 1,003 parameters (max, mean, fraction < 0.2) for
@@ -225,7 +225,7 @@ def main():
   parser.add_argument("--no-stl", action="store_true",
                       help="RealNVP without the sticking-the-landing estimator")
   parser.add_argument("--fullrank-learning-rate", type=float, default=0.002,
-                      help="(the family's default 0.02 diverges on this model)")
+                      help="full-rank learning rate (family default 0.02)")
   parser.add_argument("--draws", type=int, default=32000, help="importance draws")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--reference", default=REF_PATH)

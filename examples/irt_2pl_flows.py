@@ -84,10 +84,10 @@ def nuts_reference(y, students, items, warmup, draws, seed):
   flat = np.stack([irt_2pl.flatten({k: v[:, c] for k, v in result.draws.items()})
                    for c in range(4)], axis=1)  # [draws, chains, P]
   pooled = flat.reshape(-1, flat.shape[-1])
-  return dict(mean=pooled.mean(0), sd=pooled.std(0, ddof=1), mcse=np.asarray(diagnostics.mcse_mean(flat)),
+  return dict(mean=pooled.mean(0), sd=pooled.std(0, ddof=1),
+              mcse=np.asarray(diagnostics.mcse_mean(flat)),
               ess=np.asarray(diagnostics.ess_bulk(flat)), rhat=np.asarray(diagnostics.rhat(flat)),
-              wall_s=wall,
-              divergences=int(np.sum(result.divergences)),
+              wall_s=wall, divergences=int(np.sum(result.divergences)),
               label=f"NUTS 4 chains x ({warmup} warmup + {draws} draws)")
 
 

@@ -265,6 +265,19 @@ def test_nonfinite_steps_are_skipped_and_reported():
               family=ed.vi.MeanField(init_scale=2.), on_nonfinite="stop", progress=False)
 
 
+def test_overflowing_gradient_is_a_nonfinite_step():
+  def tiny_noise():
+    x = ed.Normal(0., 1., name="x")
+    return ed.Normal(x, 1e-10, name="y")  # ELBO ~ -1e20, gradient ~ 1e20
+
+  with pytest.raises(ed.vi.NonFiniteELBOError, match="step 0: .*'loc'.*overflows"):
+    ed.vi.fit(tiny_noise, observed={"y": 1.}, steps=20, on_nonfinite="stop",
+              progress=False)
+  with pytest.warns(RuntimeWarning, match="20 of 20 steps"):
+    fit = ed.vi.fit(tiny_noise, observed={"y": 1.}, steps=20, progress=False)
+  assert all(np.all(np.isfinite(v)) for v in fit.params.values())
+
+
 def test_checkpoint_resume_equals_uninterrupted(tmp_path):
   settings = dict(observed={"y": Y_NN}, family="meanfield", steps=300, chunk_size=100,
                   seed=9, progress=False)

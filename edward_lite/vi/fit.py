@@ -292,7 +292,9 @@ def _make_train_step(surrogate, target, batches, optimizer, seed, samples, stl):
     elbo, grads = _elbo_and_gradients(surrogate, step_target, seed, samples, stl, step)
     finite = tf.math.is_finite(elbo)
     for g in grads:
-      finite &= tf.reduce_all(tf.math.is_finite(g))
+      # The square too: Adam's second moment would overflow to inf (and the
+      # parameters to NaN) on a finite gradient above ~1e19 in float32.
+      finite &= tf.reduce_all(tf.math.is_finite(tf.square(g)))
 
     def apply():
       optimizer.apply_gradients(zip(grads, surrogate.variables))
@@ -373,6 +375,10 @@ def _diagnose(surrogate, target, batches, seed, samples, stl, step):
   for name, grad in zip(surrogate.parameter_names, grads):
     if not np.all(np.isfinite(grad.numpy())):
       return f"the ELBO gradient with respect to the surrogate parameter '{name}' is not finite."
+    if not np.all(np.isfinite(np.square(grad.numpy()))):
+      return (f"the ELBO gradient with respect to the surrogate parameter '{name}' is so "
+              f"large ({np.max(np.abs(grad.numpy())):.3g}) that the optimizer's squared "
+              "gradient overflows; rescale the model (e.g. a tiny scale parameter).")
   return "the non-finite value could not be reproduced outside the compiled step."
 
 
