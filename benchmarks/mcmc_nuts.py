@@ -113,6 +113,8 @@ from edward_lite import diagnostics  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import irt_2pl  # noqa: E402  (the IRT 2PL model and data, shared with the VI examples)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (the header every benchmark prints)
 
 try:
   import numpyro  # noqa: E402
@@ -651,20 +653,8 @@ def check_reference(model, stats, args):
 
 
 def print_header():
-  cpu = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo") as f:
-      cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-  except (OSError, StopIteration):
-    pass
-  def version(name):
-    try:
-      from importlib.metadata import version as v  # pylint: disable=g-import-not-at-top
-      return v(name)
-    except Exception:  # noqa: BLE001
-      return "not installed"
-  print(f"# machine: {cpu}; {os.cpu_count()} CPUs; {platform.platform()}; load average "
-        f"{os.getloadavg()[0]:.2f}")
+  version = machine.version
+  print(machine.machine_line())
   print(f"# Python {platform.python_version()}; NumPy {np.__version__}; TF {tf.__version__}; "
         f"TFP {tfp.__version__}; JAX {jax.__version__} (jaxlib {version('jaxlib')}); NumPyro "
         f"{version('numpyro')}; PyStan {version('pystan')} (httpstan {version('httpstan')}); "

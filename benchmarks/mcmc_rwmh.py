@@ -77,6 +77,9 @@ import tensorflow_probability as tfp  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402  (the header every benchmark prints)
+
 try:
   import blackjax  # noqa: E402
 except ImportError:  # pragma: no cover
@@ -367,30 +370,14 @@ def run_one(name, chains, steps, args):
 
 
 def print_header():
-  cpu = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo") as f:
-      cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-  except (OSError, StopIteration):
-    pass
-  load = os.getloadavg() if hasattr(os, "getloadavg") else ("?",)
-  print(f"# machine: {cpu}; {os.cpu_count()} CPUs; {platform.platform()}; "
-        f"load average {load[0]:.2f}")
+  print(machine.machine_line())
   print(f"# Python {platform.python_version()}; NumPy {np.__version__}; TF {tf.__version__}; "
         f"TFP {tfp.__version__}; JAX {jax.__version__} (jaxlib "
-        f"{getattr(jax.lib, '__version__', None) or _dist_version('jaxlib')}); BlackJAX "
+        f"{getattr(jax.lib, '__version__', None) or machine.version('jaxlib')}); BlackJAX "
         f"{getattr(blackjax, '__version__', 'not installed')}; edward_lite {ed.__version__}")
   print(f"# JAX devices: {jax.devices()}; XLA_FLAGS={os.environ.get('XLA_FLAGS')}")
   print(f"# target: mixture of 4 Gaussians, exact mean {EXACT_MEAN:.2f}, variance "
         f"{EXACT_VAR:.2f}; RWMH scale {PROPOSAL_SCALE}, float32, running moments only")
-
-
-def _dist_version(name):
-  try:
-    from importlib.metadata import version  # pylint: disable=g-import-not-at-top
-    return version(name)
-  except Exception:  # noqa: BLE001
-    return "?"
 
 
 def print_row(label, name, res):

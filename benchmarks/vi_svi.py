@@ -122,6 +122,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import eight_schools as eight_schools_example  # noqa: E402
 import irt_2pl  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
+
 CHUNK = 100  # steps per compiled call, as ed.vi.fit's default chunk_size
 DRAWS_CHECK = 2000
 
@@ -483,22 +486,8 @@ HAND_TF = {"logistic": _hand_logistic, "irt": _hand_irt}
 
 
 def print_header(args):
-  cpu = platform.processor() or platform.machine()
-  try:
-    with open("/proc/cpuinfo") as f:
-      cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-  except (OSError, StopIteration):
-    pass
-
-  def version(name):
-    try:
-      from importlib.metadata import version as v  # pylint: disable=g-import-not-at-top
-      return v(name)
-    except Exception:  # noqa: BLE001
-      return "not installed"
-
-  print(f"# machine: {cpu}; {os.cpu_count()} CPUs; {platform.platform()}; load average "
-        f"{os.getloadavg()[0]:.2f}")
+  version = machine.version
+  print(machine.machine_line())
   print(f"# Python {platform.python_version()}; NumPy {np.__version__}; TF {tf.__version__}; "
         f"TFP {tfp.__version__}; tf_keras {version('tf_keras')}; JAX {jax.__version__} "
         f"(jaxlib {version('jaxlib')}); NumPyro {version('numpyro')}; "
