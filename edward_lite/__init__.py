@@ -13,7 +13,7 @@ target over unconstrained, chain-batched state (``ed.make_target``), or
 posterior draws (``ed.mcmc.sample``).
 """
 
-from edward_lite import diagnostics, distributions, mcmc, psis, vi
+from edward_lite import diagnostics, distribute, distributions, mcmc, psis, vi
 from edward_lite.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.distributions import as_random_variable, make_random_variable
 from edward_lite.programs import condition, do, make_log_joint_fn, make_value_setter

@@ -110,6 +110,7 @@ class Target:
                       f"value; got {type(observed).__name__}.")
     self._program = program
     self._likelihood_scale = None
+    self._prior_scale = None
     self._args, self._kwargs = self._prepare_arguments(program, args, kwargs or {})
     for name, value in observed.items():
       _check_finite(f"Observed data for random variable '{name}'", value)
@@ -241,6 +242,12 @@ class Target:
     return dict(self._observed)
 
   @property
+  def data(self):
+    """``(args, kwargs, observed)``: the program's arguments (converted) and
+    the observed values."""
+    return tuple(self._args), dict(self._kwargs), dict(self._observed)
+
+  @property
   def fixed(self):
     """Values fixed inside the program (``value=``, ``ed.condition``)."""
     return dict(self._fixed)
@@ -274,7 +281,8 @@ class Target:
 
     Returns:
       (log_prob scalar, constrained dict, unconstrained dict).  Observed
-      terms are multiplied by the likelihood scale of ``with_data``.
+      terms are multiplied by the likelihood scale of ``with_data``, the
+      others (and the Jacobian terms) by its prior scale.
     """
     constrained, unconstrained, seen = {}, {}, set()
     named_terms = {} if named_terms is None else named_terms
@@ -293,11 +301,13 @@ class Target:
       elif name in self._latents:
         kwargs["value"] = DeferredValue(
             lambda dist: self._transform(name, dist, values[name], inverse, jacobian,
-                                         named_terms, constrained, unconstrained))
+                                         named_terms, constrained, unconstrained,
+                                         self._prior_scale))
       rv = fn(*args, **kwargs)
       term = tf.reduce_sum(rv.distribution.log_prob(rv.value))
-      if name in self._observed and self._likelihood_scale is not None:
-        term = term * tf.cast(self._likelihood_scale, term.dtype)
+      scale = self._likelihood_scale if name in self._observed else self._prior_scale
+      if scale is not None:
+        term = term * tf.cast(scale, term.dtype)
       named_terms[name] = term
       return rv
 
@@ -311,7 +321,7 @@ class Target:
 
   @staticmethod
   def _transform(name, dist, value, inverse, jacobian, named_terms, constrained,
-                 unconstrained):
+                 unconstrained, prior_scale=None):
     bijector = support_bijector(dist)
     if inverse:
       x = tf.convert_to_tensor(value, dtype=dist.dtype)
@@ -320,8 +330,10 @@ class Target:
       u = tf.convert_to_tensor(value, dtype=dist.dtype)
       x = bijector.forward(u)
     if jacobian:
-      named_terms[f"{name} (Jacobian)"] = tf.reduce_sum(
-          bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank))
+      term = tf.reduce_sum(bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank))
+      if prior_scale is not None:
+        term = term * tf.cast(prior_scale, term.dtype)
+      named_terms[f"{name} (Jacobian)"] = term
     constrained[name], unconstrained[name] = x, u
     return x
 
@@ -575,7 +587,8 @@ class Target:
       return terms
     return tf.vectorized_map(one, self.unflatten(flat))
 
-  def with_data(self, args=None, kwargs=None, observed=None, likelihood_scale=None):
+  def with_data(self, args=None, kwargs=None, observed=None, likelihood_scale=None,
+                prior_scale=None):
     """The same target on other data, e.g. a minibatch, without re-tracing.
 
     Args:
@@ -585,6 +598,9 @@ class Target:
         log-probability term, e.g. ``N / B`` for a minibatch of ``B`` of
         ``N`` exchangeable observations, which keeps the log density (and
         the ELBO) unbiased: ``E_batch[log p_batch] = log p``.
+      prior_scale: multiplies every other term (latent log-densities and
+        Jacobians), e.g. ``1 / R`` on each of ``R`` data shards so that their
+        sum counts the prior once.
 
     Returns:
       A ``Target`` sharing this one's latents.  Shapes are not re-checked:
@@ -602,6 +618,7 @@ class Target:
                          f"they are {list(self._observed)}.")
       other._observed = {**self._observed, **observed}
     other._likelihood_scale = likelihood_scale
+    other._prior_scale = prior_scale
     return other
 
   def _require_common_dtype(self):

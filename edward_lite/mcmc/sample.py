@@ -20,7 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import runtime
+from edward_lite import distribute, runtime
 from edward_lite.checkpoint import Checkpointer
 from edward_lite.mcmc import adaptation
 from edward_lite.mcmc.kernels import RWMH, get_kernel
@@ -40,7 +40,8 @@ ChunkState = collections.namedtuple(
 def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
            step_size=None, adapt_metric=True, pooled=True, chunk_size=None,
-           progress=True, checkpoint_dir=None, max_init_tries=100, callback=None, **kwargs):
+           progress=True, checkpoint_dir=None, max_init_tries=100, callback=None,
+           strategy=None, parallel="data", jit_compile=True, **kwargs):
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
 
   Args:
@@ -76,6 +77,18 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     callback: optional ``callback(info)`` called on the host after every
       chunk (after its checkpoint) with a dict: ``step``, ``total``,
       ``warmup`` (bool), ``step_size``, ``divergences`` (in the chunk).
+    strategy: a ``tf.distribute.Strategy`` (or a name for
+      ``ed.distribute.strategy``) to spread the log-density evaluations over
+      its replicas; the sampler's own arithmetic stays one program on the
+      host, which then runs without XLA (each replica's part is compiled).
+    parallel: with ``strategy``: ``"data"`` shards the observations across
+      the replicas (all-reduced sums; the prior counted once) or
+      ``"chains"`` gives each replica a block of ``chains / R`` chains.
+      Either way a seed gives the same draws on any number of replicas, up
+      to float round-off (and the same as ``jit_compile=False`` on one
+      device: XLA draws other stateless random numbers).
+    jit_compile: compile with XLA (default): the whole sampler, or with a
+      strategy each replica's part.
 
   Returns:
     An ``MCMCResult``.
@@ -83,7 +96,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                              max_init_tries, step_size)
   kernel = get_kernel(kernel)
-  program = _Program.get(model, args, kwargs, observed, kernel, chains, pooled)
+  program = _Program.get(model, args, kwargs, observed, kernel, chains, pooled,
+                         strategy, parallel, jit_compile)
   target = program.target
   dtype = target.dtype.as_numpy_dtype
   dim = target.dim
@@ -170,7 +184,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                     divergences=int(np.sum(out["totals"]["diverging"]))))
   if bar is not None:
     bar.close()
-  return MCMCResult.build(target, kernel, kept, state, chains=chains, warmup=warmup,
+  return MCMCResult.build(getattr(target, "base", target), kernel, kept, state, chains=chains, warmup=warmup,
                           draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)
 
 
@@ -189,19 +203,29 @@ class _Program:
   MAX_CACHED = 8
 
   @classmethod
-  def get(cls, model, args, kwargs, observed, kernel, chains, pooled):
+  def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
+          parallel="data", jit_compile=True):
+    strategy = distribute.resolve(strategy, parallel)
     fingerprint = runtime.fingerprint(model, args, kwargs, observed)
-    key = (fingerprint, kernel.settings(), chains, pooled)
+    key = (fingerprint, kernel.settings(), chains, pooled, id(strategy), parallel,
+           bool(jit_compile))
     if key in cls._cache:
       cls._cache.move_to_end(key)
       return cls._cache[key]
-    program = cls(make_target(model, *args, observed=observed, **kwargs), kernel, fingerprint)
+    target = make_target(model, *args, observed=observed, **kwargs)
+    if strategy is not None:
+      if parallel == "chains" and chains % strategy.num_replicas_in_sync:
+        raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
+                         f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
+      target = distribute.ShardedTarget(target, strategy, parallel, model=model,
+                                        jit_compile=jit_compile)
+    program = cls(target, kernel, fingerprint, jit_compile=jit_compile)
     cls._cache[key] = program
     while len(cls._cache) > cls.MAX_CACHED:
       cls._cache.popitem(last=False)
     return program
 
-  def __init__(self, target, kernel, fingerprint):
+  def __init__(self, target, kernel, fingerprint, jit_compile=True):
     if target.dtype is None or not target.dtype.is_floating:
       raise TypeError("MCMC needs all latent variables in one floating dtype; "
                       f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
@@ -210,7 +234,11 @@ class _Program:
                        "observed or fixed, so there is nothing to sample.")
     self.target, self.kernel, self.fingerprint = target, kernel, fingerprint
     self.compiled = False
-    self.run_chunk = tf.function(self._run_chunk, jit_compile=True)
+    # A sharded target calls strategy.run, which XLA cannot hold: its
+    # replicas' parts are compiled instead.
+    self.run_chunk = tf.function(
+        self._run_chunk,
+        jit_compile=bool(jit_compile) and not isinstance(target, distribute.ShardedTarget))
     self.log_prob = tf.function(target.log_prob_flat)
 
   def _run_chunk(self, state, final_step, seed, start, n, adapt_step, collect, sampling,

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from edward_lite import runtime
+from edward_lite import distribute, runtime
 from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
@@ -50,7 +50,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         num_examples=None, tol=None,
         init="uniform", init_radius=2., warm_start=None, on_nonfinite="skip", chunk_size=None,
         progress=True, checkpoint_dir=None, jit_compile=True, callback=None,
-        program_args=(), program_kwargs=None, **kwargs):
+        program_args=(), program_kwargs=None, strategy=None, parallel="data", **kwargs):
   """Fits a variational approximation to the posterior of ``model``.
 
   Args:
@@ -97,9 +97,18 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     checkpoint_dir: directory for checkpoints of the trainable state; an
       interrupted fit resumes from it when called again with the same
       arguments.
-    jit_compile: compile the chunk with XLA (default True).
+    jit_compile: compile the chunk with XLA (default True; with a strategy,
+      each replica's part).
     callback: optional ``callback(info)`` after every chunk with ``step``,
       ``elbo`` (mean over the chunk) and ``skipped``.
+    strategy: a ``tf.distribute.Strategy`` (or a name for
+      ``ed.distribute.strategy``) to spread the model's log density and its
+      gradient over the replicas; the surrogate and the optimizer stay on
+      the host.
+    parallel: with ``strategy``: ``"data"`` shards the observations (or each
+      minibatch, whose ``batch_size`` must then be a multiple of the replica
+      count) across the replicas, ``"chains"`` splits the ``samples`` draws
+      of each step among them.
 
   Returns:
     A ``VIResult``.
@@ -121,6 +130,15 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     target = make_target(model, *args, observed=observed, **kwargs)
     batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
                if batch_size is not None else None)
+  strategy = distribute.resolve(strategy, parallel)
+  if strategy is not None:
+    replicas = strategy.num_replicas_in_sync
+    if dataset is not None:
+      raise ValueError("strategy= does not take dataset= yet; pass the arrays with "
+                       "batch_size= (or the full data) instead.")
+    if parallel == "data" and batch_size is not None and batch_size % replicas:
+      raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
+                       f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
   if target.dtype is None or not target.dtype.is_floating:
     raise TypeError("Variational inference needs all latent variables in one floating dtype; "
                     f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
@@ -132,6 +150,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   if samples is None:
     samples = 32 if program else fam.default_samples
   samples = integer("samples", samples, 1)
+  if strategy is not None and parallel == "chains" and samples % replicas:
+    raise ValueError(f"parallel='chains' splits the samples of each step across the "
+                     f"{replicas} replicas; samples={samples} is not a multiple of {replicas}.")
   if stl and program:
     raise ValueError("stl=True needs a flat family; a variational program cannot hold its "
                      "parameters fixed in its density.")
@@ -174,8 +195,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
                  seed=seed, batch_size=batch_size, dataset=dataset,
                  num_examples=getattr(batches, "num_examples", None), init=init,
-                 init_radius=init_radius,
-                 progress=progress, jit_compile=jit_compile, **kwargs)
+                 init_radius=init_radius, progress=progress, jit_compile=jit_compile,
+                 strategy=strategy, parallel=parallel, **kwargs)
       loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
     surrogate = FlatSurrogate(fam, target, loc, scale)
   optimizer.build(surrogate.variables)
@@ -193,9 +214,16 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     elbo_chunks = list(resumed["host"]["kept"].get("elbo", []))
     skipped = int(sum(np.sum(c) for c in resumed["host"]["kept"].get("skipped", [])))
 
-  compiled = batches is None or batches.compiled
-  train_step = _make_train_step(surrogate, target, batches, optimizer, seed_t, samples, stl)
-  if not compiled:  # the loop reads a dataset iterator: compile the step only
+  # The model's log density of each step: on this device, or spread over the
+  # replicas of a strategy (strategy.run cannot sit inside XLA; each
+  # replica's part is compiled instead).
+  step_target = target if strategy is None else distribute.ShardedTarget(
+      target, strategy, parallel, model=model, jit_compile=jit_compile)
+  compiled = (batches is None or batches.compiled) and strategy is None
+  train_step = _make_train_step(surrogate, step_target, batches, optimizer, seed_t, samples,
+                                stl)
+  if batches is not None and not batches.compiled:
+    # The loop reads a dataset iterator: compile the step only.
     train_step = tf.function(train_step, jit_compile=jit_compile)
   run_chunk = tf.function(
       lambda start, n, stop_on_bad: _run_chunk(

@@ -22,10 +22,10 @@ not depend on ``N`` (global latents only).
 
 import inspect
 
-import numpy as np
 import tensorflow as tf
 
 from edward_lite import runtime
+from edward_lite.rows import RowData
 from edward_lite.target import make_target
 
 __all__ = ["Minibatcher", "DatasetBatches"]
@@ -44,61 +44,17 @@ class Minibatcher:
   """
 
   def __init__(self, model, args, kwargs, observed, batch_size, target):
-    if not observed:
-      raise ValueError("batch_size= needs observed data to subsample; observed= is empty.")
-    sizes = {}
-    for name, value in target.observed.items():
-      if value.shape.rank == 0:
-        raise ValueError(f"batch_size= subsamples observations along the first axis, but "
-                         f"observed '{name}' is a scalar.")
-      sizes[name] = int(value.shape[0])
-    if len(set(sizes.values())) != 1:
-      raise ValueError(f"batch_size= needs every observed variable to have the same number of "
-                       f"observations along the first axis; they have {sizes}.")
-    self.num_examples = n = next(iter(sizes.values()))
+    del args, kwargs, observed  # read from the target
+    self.rows = RowData(target, "batch_size=")
+    self.num_examples = n = self.rows.num_rows
     self.batch_size = b = runtime.check_integer("batch_size", batch_size, 1)
     if b > n:
       raise ValueError(f"batch_size={b} is larger than the number of observations N={n}.")
     self.batches_per_epoch = n // b
     self.scale = n / b
-
-    def batched(v):
-      return ((tf.is_tensor(v) or isinstance(v, np.ndarray)) and len(v.shape) >= 1
-              and v.shape[0] == n)
-
-    self._args = [tf.convert_to_tensor(a) if batched(a) else a for a in target._args]  # pylint: disable=protected-access
-    self._kwargs = {k: tf.convert_to_tensor(v) if batched(v) else v
-                    for k, v in target._kwargs.items()}  # pylint: disable=protected-access
-    self._arg_mask = [batched(a) for a in self._args]
-    self._kwarg_mask = {k: batched(v) for k, v in self._kwargs.items()}
-    self._observed = target.observed
-
     # One eager check on the first batch: the program must take its data
     # shapes from its arguments, and its latents must not depend on N.
-    first = tf.range(b)
-    batch_args, batch_kwargs, batch_observed = self._gather(first)
-    try:
-      batch_target = make_target(model, *batch_args, observed=batch_observed,
-                                 structure_checks=1, **batch_kwargs)
-    except (ValueError, tf.errors.InvalidArgumentError) as e:
-      raise ValueError(
-          "The program does not run on a minibatch of its data (with batch_size= every "
-          "observed variable and every argument with N rows is sliced to batch_size "
-          f"rows): {e}") from e
-    for name, info in target.latents.items():
-      other = batch_target.latents.get(name)
-      if other is None or other.shape != info.shape:
-        raise ValueError(
-            f"Latent '{name}' has shape {info.shape.as_list()} on the full data but "
-            f"{None if other is None else other.shape.as_list()} on a minibatch; "
-            "minibatching supports latents that do not grow with the data (global latents).")
-
-  def _gather(self, indices):
-    args = [tf.gather(a, indices) if m else a for a, m in zip(self._args, self._arg_mask)]
-    kwargs = {k: tf.gather(v, indices) if self._kwarg_mask[k] else v
-              for k, v in self._kwargs.items()}
-    observed = {k: tf.gather(v, indices) for k, v in self._observed.items()}
-    return args, kwargs, observed
+    self.rows.check_global_latents(model, target, tf.range(b))
 
   def permutation(self, seed, step):
     """The random permutation ``[N]`` of the epoch that ``step`` falls in."""
@@ -131,7 +87,7 @@ class Minibatcher:
 
   def target_for(self, target, data):
     """``target`` on the minibatch ``data`` (indices), likelihood scaled by ``N / B``."""
-    args, kwargs, observed = self._gather(data)
+    args, kwargs, observed = self.rows.take(data)
     return target.with_data(args, kwargs, observed, likelihood_scale=self.scale)
 
   def target_at(self, target, seed, step):

@@ -1,0 +1,133 @@
+"""Strategies: which devices run the replicas of a distributed computation.
+
+edward_lite distributes through TensorFlow's own engine, ``tf.distribute``:
+``strategy("mirrored")`` for the GPUs (or logical CPUs) of one host,
+``strategy("multi_worker")`` for several hosts (read from ``TF_CONFIG``),
+``strategy("tpu", tpu=...)`` for Cloud TPU cores.  ``logical_cpus(n)`` splits
+the host CPU into ``n`` devices, so every strategy also runs on a laptop and
+in tests.
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+__all__ = ["strategy", "logical_cpus", "num_replicas"]
+
+KINDS = ("default", "mirrored", "multi_worker", "tpu")
+
+
+def logical_cpus(n):
+  """Splits the first physical CPU into ``n`` logical devices.
+
+  Must run before TensorFlow initializes its devices (before the first op),
+  unless the same split is already in place.
+
+  Returns:
+    The names of the ``n`` logical CPU devices.
+  """
+  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    raise ValueError(f"logical_cpus needs a positive integer number of devices; got {n!r}.")
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  try:
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(n)])
+  except RuntimeError as e:
+    have = tf.config.list_logical_devices("CPU")
+    if len(have) < n:
+      raise RuntimeError(
+          f"logical_cpus({n}) must run before TensorFlow initializes its devices (before any "
+          f"op or tensor is created); this process already has {len(have)} CPU device(s)."
+      ) from e
+  return [d.name for d in tf.config.list_logical_devices("CPU")[:n]]
+
+
+def strategy(kind="default", devices=None, tpu=None):
+  """A ``tf.distribute.Strategy`` by name.
+
+  Args:
+    kind: ``"default"`` (one device, no distribution), ``"mirrored"``
+      (replicas on the devices of this host: every GPU, or else every
+      logical CPU), ``"multi_worker"`` (replicas on every worker of the
+      cluster in ``TF_CONFIG``), ``"tpu"``; or a ``tf.distribute.Strategy``,
+      returned as it is.
+    devices: for ``"mirrored"``, the device names to use
+      (e.g. ``logical_cpus(4)``).
+    tpu: for ``"tpu"``: the TPU name or ``grpc://`` address, or ``"local"``
+      on a TPU VM.
+
+  Returns:
+    The strategy; ``num_replicas(strategy)`` is its replica count.
+  """
+  if isinstance(kind, tf.distribute.Strategy):
+    return kind
+  if kind not in KINDS:
+    raise ValueError(f"Unknown strategy {kind!r}; expected one of {list(KINDS)} or a "
+                     "tf.distribute.Strategy.")
+  if devices is not None and kind != "mirrored":
+    raise ValueError(f"devices= applies to the 'mirrored' strategy, not {kind!r}.")
+  if tpu is not None and kind != "tpu":
+    raise ValueError(f"tpu= applies to the 'tpu' strategy, not {kind!r}.")
+  if kind == "default":
+    return tf.distribute.get_strategy()
+  if kind == "mirrored":
+    if devices is None:
+      gpus = tf.config.list_logical_devices("GPU")
+      devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+    return tf.distribute.MirroredStrategy(list(devices))
+  if kind == "multi_worker":
+    config = os.environ.get("TF_CONFIG")
+    if config is not None:
+      try:
+        json.loads(config)
+      except ValueError as e:
+        raise ValueError(f"TF_CONFIG is not valid JSON: {config[:200]!r}.") from e
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  return _tpu_strategy(tpu)
+
+
+def _tpu_strategy(tpu):
+  if not tpu:
+    raise ValueError("strategy('tpu') needs tpu=: the TPU name, a grpc:// address, or "
+                     "'local' on a TPU VM.")
+  try:
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+  except (ValueError, RuntimeError, tf.errors.OpError) as e:
+    raise RuntimeError(f"No TPU could be reached at tpu={tpu!r}: {type(e).__name__}: "
+                       f"{str(e).splitlines()[0] if str(e) else ''}") from e
+  return tf.distribute.TPUStrategy(resolver)
+
+
+def num_replicas(strategy_):
+  """The number of replicas computing in sync."""
+  return strategy_.num_replicas_in_sync
+
+
+_BY_NAME = {}
+
+
+def resolve(strategy_, parallel="data"):
+  """The strategy an inference call should distribute over, or None.
+
+  ``None``, ``"default"`` and TensorFlow's default (non-distributing)
+  strategy mean no distribution; a name is built once per process and
+  reused (so compiled programs are reused too).
+  """
+  from edward_lite.distribute.sharding import PARALLEL_MODES  # pylint: disable=import-outside-toplevel
+  if parallel not in PARALLEL_MODES:
+    raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}; got {parallel!r}.")
+  if strategy_ is None or strategy_ == "default":
+    return None
+  if isinstance(strategy_, str):
+    if strategy_ not in _BY_NAME:
+      _BY_NAME[strategy_] = strategy(strategy_)
+    return _BY_NAME[strategy_]
+  if not isinstance(strategy_, tf.distribute.Strategy):
+    raise TypeError(f"strategy= must be a tf.distribute.Strategy or one of {list(KINDS)}; "
+                    f"got {type(strategy_).__name__}.")
+  if type(strategy_).__name__ == "_DefaultDistributionStrategy":
+    return None
+  return strategy_
