@@ -241,7 +241,7 @@ def test_minibatch_errors():
     z = ed.Normal(tf.zeros([N_REG]), 1., name="z")
     return ed.Normal(z + x[:, 0], 1., name="y")
 
-  with pytest.raises(ValueError, match="does not run on a minibatch|global latents"):
+  with pytest.raises(ValueError, match="does not run on part of its data|global latents"):
     ed.vi.fit(local_latents, X_REG, observed={"y": Y_REG}, batch_size=10, steps=1)
 
 
