@@ -25,11 +25,14 @@ Kernels:
 * ``ChEES`` -- HMC whose trajectory length is adapted across chains by the
   ChEES criterion (Hoffman, Radul & Sountsov 2021) and jittered.
 
-Normal draws use the threefry stateless generator: under XLA on CPU it is an
-order of magnitude faster than TensorFlow's default algorithm.
+Normal and uniform draws use the threefry stateless generator under XLA
+(on CPU an order of magnitude faster than TensorFlow's default algorithm)
+and Philox outside XLA, where TensorFlow has no threefry kernel; the sampler
+picks with ``random_algorithm`` while it traces.
 """
 
 import collections
+import contextlib
 
 import numpy as np
 import tensorflow as tf
@@ -40,12 +43,26 @@ __all__ = ["Kernel", "RWMH", "HMC", "NUTS", "ChEES", "get_kernel"]
 MAX_ENERGY_ERROR = 1000.  # |H' - H| above this is a divergence (as Stan)
 
 
+_ALGORITHM = ["threefry"]
+
+
+@contextlib.contextmanager
+def random_algorithm(alg):
+  """Kernels traced inside draw with ``alg`` ("threefry": XLA only; "philox")."""
+  _ALGORITHM.append(alg)
+  try:
+    yield
+  finally:
+    _ALGORITHM.pop()
+
+
 def stateless_normal(shape, seed, dtype):
-  return tf.random.stateless_normal(shape, seed, dtype=dtype, alg="threefry")
+  return tf.random.stateless_normal(shape, seed, dtype=dtype, alg=_ALGORITHM[-1])
 
 
-def stateless_uniform(shape, seed, dtype):
-  return tf.random.stateless_uniform(shape, seed, dtype=dtype, alg="threefry")
+def stateless_uniform(shape, seed, dtype, minval=0, maxval=None):
+  return tf.random.stateless_uniform(shape, seed, minval, maxval, dtype=dtype,
+                                     alg=_ALGORITHM[-1])
 
 
 def _info(accept_prob, diverging, n_grads, tree_depth, energy, log_prob):
@@ -105,7 +122,7 @@ def _leapfrog(fn, z, p, grad, step_size, num_steps):
 
 def _metropolis(seed, log_accept, new, old):
   """Accepts per chain with probability ``min(1, exp(log_accept))``."""
-  log_accept = tf.where(tf.math.is_nan(log_accept), -np.inf, log_accept)
+  log_accept = tf.where(tf.math.is_nan(log_accept), tf.constant(-np.inf, log_accept.dtype), log_accept)
   u = stateless_uniform(tf.shape(log_accept), seed, log_accept.dtype)
   accept = tf.math.log(u) < log_accept
   pick = lambda a, b: tf.where(tf.reshape(accept, [-1] + [1] * (a.shape.rank - 1)), a, b)
@@ -191,8 +208,7 @@ class HMC(Kernel):
     del step, step_size, adapt_state
     if not self.jitter:
       return tf.constant(self.num_leapfrog_steps)
-    return tf.random.stateless_uniform([], seed, 1, 2 * self.num_leapfrog_steps,
-                                       dtype=tf.int32, alg="threefry")
+    return stateless_uniform([], seed, tf.int32, 1, 2 * self.num_leapfrog_steps)
 
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
     seeds = tf.random.experimental.stateless_split(seed, 3)
@@ -203,7 +219,7 @@ class HMC(Kernel):
     h1 = -lp + 0.5 * tf.reduce_sum(tf.square(p), -1)
     energy_error = h1 - h0
     diverging = ~(tf.abs(energy_error) <= MAX_ENERGY_ERROR)  # NaN counts too
-    log_accept = tf.where(diverging, -np.inf, -energy_error)
+    log_accept = tf.where(diverging, tf.constant(-np.inf, energy_error.dtype), -energy_error)
     (new, energy), _ = _metropolis(seeds[1], log_accept, (GradState(z, lp, grad), h1),
                                    (kstate, h0))
     accept_prob = tf.exp(tf.minimum(log_accept, 0.))

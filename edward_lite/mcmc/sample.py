@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from edward_lite import distribute, runtime
 from edward_lite.checkpoint import Checkpointer
-from edward_lite.mcmc import adaptation
+from edward_lite.mcmc import adaptation, kernels
 from edward_lite.mcmc.kernels import RWMH, get_kernel
 from edward_lite.mcmc.results import MCMCResult
 from edward_lite.target import make_target
@@ -236,9 +236,14 @@ class _Program:
     self.compiled = False
     # A sharded target calls strategy.run, which XLA cannot hold: its
     # replicas' parts are compiled instead.
-    self.run_chunk = tf.function(
-        self._run_chunk,
-        jit_compile=bool(jit_compile) and not isinstance(target, distribute.ShardedTarget))
+    jit = bool(jit_compile) and not isinstance(target, distribute.ShardedTarget)
+    alg = "threefry" if jit else "philox"
+
+    def run_chunk(*args):
+      with kernels.random_algorithm(alg):
+        return self._run_chunk(*args)
+
+    self.run_chunk = tf.function(run_chunk, jit_compile=jit)
     self.log_prob = tf.function(target.log_prob_flat)
 
   def _run_chunk(self, state, final_step, seed, start, n, adapt_step, collect, sampling,

@@ -120,6 +120,15 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
   if tol is not None and not (np.isfinite(tol) and tol > 0):
     raise ValueError(f"tol must be a positive number or None; got {tol!r}.")
+  strategy = distribute.resolve(strategy, parallel)
+  if strategy is not None:
+    replicas = strategy.num_replicas_in_sync
+    if dataset is not None:
+      raise ValueError("strategy= does not take dataset= yet; pass the arrays with "
+                       "batch_size= (or the full data) instead.")
+    if parallel == "data" and batch_size is not None and batch_size % replicas:
+      raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
+                       f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
   if dataset is not None:
     if batch_size is not None:
       raise ValueError("Give batch_size= (to subsample arrays) or dataset=, not both.")
@@ -130,15 +139,6 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     target = make_target(model, *args, observed=observed, **kwargs)
     batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
                if batch_size is not None else None)
-  strategy = distribute.resolve(strategy, parallel)
-  if strategy is not None:
-    replicas = strategy.num_replicas_in_sync
-    if dataset is not None:
-      raise ValueError("strategy= does not take dataset= yet; pass the arrays with "
-                       "batch_size= (or the full data) instead.")
-    if parallel == "data" and batch_size is not None and batch_size % replicas:
-      raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
-                       f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
   if target.dtype is None or not target.dtype.is_floating:
     raise TypeError("Variational inference needs all latent variables in one floating dtype; "
                     f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
