@@ -8,6 +8,7 @@ The models are float64 so that round-off in the replicas' sums cannot flip a
 sampler's accept or U-turn decision within these short runs.
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import tensorflow as tf
 import edward_lite as ed
 from conftest import LOGICAL_CPUS
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F64 = tf.float64
 N, D = 203, 3  # N not divisible by 2 or 4: uneven shards
 _rng = np.random.default_rng(0)
@@ -246,3 +248,26 @@ def test_vi_distribution_errors(strategies):
   with pytest.raises(ValueError, match="does not take dataset= yet"):
     ed.vi.fit(logistic, X, offset=OFFSET, dataset=dataset, steps=2,
               strategy=strategies[2], progress=False)
+
+
+# -- the example and its launch script -----------------------------------------------
+
+
+def test_distributed_logistic_example_equals_single_device(strategies):
+  sys.path.insert(0, os.path.join(ROOT, "examples"))
+  import distributed_logistic  # pylint: disable=import-outside-toplevel
+  out = distributed_logistic.run(strategies[2], n=301, d=4, chains=4, warmup=40, draws=20,
+                                 compare=True, dtype=np.float64, progress=False)
+  assert out["replicas"] == 2 and out["posterior"].draws["w"].shape == (20, 4, 4)
+  assert out["max_abs_diff"] < 1e-8
+
+
+def test_nuts_launch_script_runs_in_cpu_fallback():
+  script = os.path.join(ROOT, "tpu_scripts", "nuts_logistic.py")
+  out = subprocess.run(
+      [sys.executable, script, "--strategy", "cpu", "--replicas", "2", "--n", "400", "--d", "3",
+       "--warmup", "20", "--draws", "10"],
+      capture_output=True, text=True, timeout=240, check=False,
+      env=dict(os.environ, PYTHONPATH=ROOT))
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "2 replicas: wall" in out.stdout and "w[2]" in out.stdout
