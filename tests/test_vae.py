@@ -19,6 +19,8 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 import tf_keras  # noqa: E402
 
+import edward_lite as ed  # noqa: E402
+
 from conftest import LOGICAL_CPUS  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -35,7 +37,7 @@ SMALL = dict(epochs=4, batch_size=32, latent_dim=4, hidden=32, n_images=256, ver
 
 @pytest.fixture(scope="module")
 def mirrored():
-  return tf.distribute.MirroredStrategy(LOGICAL_CPUS[:2])
+  return ed.distribute.strategy("mirrored", devices=LOGICAL_CPUS[:2])
 
 
 def batch(seed=0):

@@ -82,6 +82,8 @@ class ShardedTarget:
     self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile)
 
   def __getattr__(self, name):
+    if name == "base":  # not yet set (e.g. while copying)
+      raise AttributeError(name)
     return getattr(self.base, name)
 
   def __repr__(self):

@@ -58,7 +58,8 @@ def strategy(kind="default", devices=None, tpu=None):
       on a TPU VM.
 
   Returns:
-    The strategy; ``num_replicas(strategy)`` is its replica count.
+    The strategy; ``num_replicas(strategy)`` is its replica count.  A
+    ``"mirrored"`` strategy is built once per set of devices and reused.
   """
   if isinstance(kind, tf.distribute.Strategy):
     return kind
@@ -75,7 +76,7 @@ def strategy(kind="default", devices=None, tpu=None):
     if devices is None:
       gpus = tf.config.list_logical_devices("GPU")
       devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
-    return tf.distribute.MirroredStrategy(list(devices))
+    return _mirrored(tuple(tf.DeviceSpec.from_string(d).to_string() for d in devices))
   if kind == "multi_worker":
     config = os.environ.get("TF_CONFIG")
     if config is not None:
@@ -85,6 +86,26 @@ def strategy(kind="default", devices=None, tpu=None):
         raise ValueError(f"TF_CONFIG is not valid JSON: {config[:200]!r}.") from e
     return tf.distribute.MultiWorkerMirroredStrategy()
   return _tpu_strategy(tpu)
+
+
+_MIRRORED = {}
+_KEY_STRIDE = 100_000
+
+
+def _mirrored(devices):
+  """One MirroredStrategy per device set, each with its own collective keys.
+
+  Strategies built independently share collective group keys, so two of
+  them in one process break each other's all-reduce ("Shape mismatch in
+  the collective instance", or a group joined with another size).  Giving
+  each a distinct key base (as TensorFlow's own tests do) keeps them apart.
+  """
+  if devices not in _MIRRORED:
+    base = getattr(tf.distribute.MirroredStrategy, "_collective_key_base", None)
+    if base is not None:
+      tf.distribute.MirroredStrategy._collective_key_base = base + _KEY_STRIDE  # pylint: disable=protected-access
+    _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices))
+  return _MIRRORED[devices]
 
 
 def _tpu_strategy(tpu):
