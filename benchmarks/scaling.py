@@ -55,7 +55,7 @@ def nuts(args):
   # 2^depth - 1 leapfrog steps, so the runs do the same work.
   kernel = ed.mcmc.NUTS(max_tree_depth=args.depth)
   settings = dict(observed={"y": y}, kernel=kernel, chains=args.chains, warmup=0,
-                  draws=args.iterations, step_size=1e-4, seed=0, progress=False)
+                  draws=args.iterations, step_size=1e-6, seed=0, progress=False)
 
   def throughput(**kwargs):
     ed.mcmc.sample(distributed_logistic.logistic_regression, x,
