@@ -244,10 +244,22 @@ def test_vi_distribution_errors(strategies):
   with pytest.raises(ValueError, match="samples=6 is not a multiple of 4"):
     ed.vi.fit(logistic, X, offset=OFFSET, observed={"y": Y}, samples=6, steps=2,
               strategy=strategies[4], parallel="chains", progress=False)
-  dataset = tf.data.Dataset.from_tensor_slices({"y": Y}).batch(50)
-  with pytest.raises(ValueError, match="does not take dataset= yet"):
-    ed.vi.fit(logistic, X, offset=OFFSET, dataset=dataset, steps=2,
-              strategy=strategies[2], progress=False)
+  uneven = tf.data.Dataset.from_tensor_slices({"y": Y, "x": X, "offset": OFFSET}).batch(30)
+  with pytest.raises((ValueError, tf.errors.InvalidArgumentError),
+                     match="must split evenly across the 4 replicas; its size is"):
+    ed.vi.fit(logistic, dataset=uneven, num_examples=N, steps=2, strategy=strategies[4],
+              progress=False)
+
+
+def test_vi_dataset_data_parallel(strategies):
+  dataset = tf.data.Dataset.from_tensor_slices({"y": Y, "x": X, "offset": OFFSET}).batch(
+      40, drop_remainder=True)
+  kwargs = dict(dataset=dataset, num_examples=N, family="meanfield", steps=30, samples=8,
+                seed=6, chunk_size=10, progress=False)
+  reference = ed.vi.fit(logistic, jit_compile=False, **kwargs)
+  for parallel in ("data", "chains"):
+    result = ed.vi.fit(logistic, strategy=strategies[2], parallel=parallel, **kwargs)
+    np.testing.assert_allclose(result.elbo, reference.elbo, rtol=1e-9)
 
 
 # -- the example and its launch script -----------------------------------------------

@@ -28,6 +28,8 @@ differentiates its own part inside ``strategy.run`` (a ``GradientTape``
 outside it would not see the replica threads).
 """
 
+# pylint: disable=protected-access  (Target internals)
+
 import numpy as np
 import tensorflow as tf
 
@@ -124,8 +126,8 @@ class ShardedTarget:
             {**base_observed, **(observed or {})})
     other = ShardedTarget.__new__(ShardedTarget)
     other.__dict__.update(self.__dict__)
-    other._batch = self._row_tensors(data)  # pylint: disable=protected-access
-    other._likelihood_scale = likelihood_scale  # pylint: disable=protected-access
+    other._batch = self._row_tensors(data)
+    other._likelihood_scale = likelihood_scale
     return other
 
   # -- one replica's part ----------------------------------------------------
@@ -136,7 +138,7 @@ class ShardedTarget:
     r = self.replicas
     target = self.base
     if batch is not None and self.parallel == "data":
-      rows = batch[0].shape[0] // r
+      rows = tf.shape(batch[0])[0] // r
       index = replica_id * rows + tf.range(rows)
       shard = [tf.gather(t, index) for t in batch]
     elif batch is not None:
@@ -151,10 +153,10 @@ class ShardedTarget:
       index = replica_id * chains + tf.range(chains)
       state = {n: tf.gather(v, index) for n, v in state.items()}
     if kind == "log_prob":
-      fn = lambda s: target._run(s)[0]  # pylint: disable=protected-access
+      fn = lambda s: target._run(s)[0]
     else:
-      fn = lambda s: target._run(s, inverse=True, jacobian=False)[0]  # pylint: disable=protected-access
-    lp, grads = target._vectorized_value_and_gradient(state, fn)  # pylint: disable=protected-access
+      fn = lambda s: target._run(s, inverse=True, jacobian=False)[0]
+    lp, grads = target._vectorized_value_and_gradient(state, fn)
     return lp, [grads[n] for n in target.names]
 
   # -- the distributed value ---------------------------------------------------
@@ -164,12 +166,21 @@ class ShardedTarget:
     if self.parallel == "chains" and (chains is None or chains % self.replicas):
       raise ValueError(f"Chain-parallel sampling needs the number of chains to be a multiple "
                        f"of the {self.replicas} replicas; got {chains}.")
-    if self._batch is not None and self._batch[0].shape[0] % self.replicas:
-      raise ValueError(f"A data-parallel minibatch must split evenly across the "
-                       f"{self.replicas} replicas; its size is {self._batch[0].shape[0]}.")
+    checks = []
+    if self._batch is not None and self.parallel == "data":
+      rows = self._batch[0].shape[0]
+      message = (f"A data-parallel minibatch must split evenly across the {self.replicas} "
+                 "replicas; its size is ")
+      if rows is not None and rows % self.replicas:
+        raise ValueError(f"{message}{rows}.")
+      if rows is None:  # known only when the step runs
+        size = tf.shape(self._batch[0])[0]
+        checks.append(tf.debugging.Assert(tf.equal(size % self.replicas, 0), [message, size]))
 
     @tf.custom_gradient
     def value(*parts):
+      with tf.control_dependencies(checks):
+        parts = [tf.identity(p) for p in parts]
       out = self.strategy.run(self._replica_fn, args=(
           kind, [tf.stop_gradient(p) for p in parts], self._replica_ids, self._shards, self._batch,
           self._likelihood_scale))
@@ -198,7 +209,7 @@ class ShardedTarget:
 
   def log_prob(self, state):
     """``[C]`` log density at unconstrained state (see ``Target.log_prob``)."""
-    return self._distributed("log_prob", self.base._as_dict(state))  # pylint: disable=protected-access
+    return self._distributed("log_prob", self.base._as_dict(state))
 
   def log_prob_flat(self, flat):
     """``log_prob`` of a flat ``[C, D]`` state; returns ``[C]``."""
@@ -206,7 +217,7 @@ class ShardedTarget:
 
   def log_joint(self, values):
     """``[C]`` log p(x, data) at constrained values (see ``Target.log_joint``)."""
-    return self._distributed("log_joint", self.base._as_dict(values, constrained=True))  # pylint: disable=protected-access
+    return self._distributed("log_joint", self.base._as_dict(values, constrained=True))
 
   def value_and_gradient_flat(self, flat):
     """``(log_prob [C], gradient [C, D])`` of a flat state."""

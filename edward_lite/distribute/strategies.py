@@ -8,6 +8,8 @@ the host CPU into ``n`` devices, so every strategy also runs on a laptop and
 in tests.
 """
 
+# pylint: disable=protected-access,import-outside-toplevel  (TF's collective key base)
+
 import json
 import os
 
@@ -103,7 +105,7 @@ def _mirrored(devices):
   if devices not in _MIRRORED:
     base = getattr(tf.distribute.MirroredStrategy, "_collective_key_base", None)
     if base is not None:
-      tf.distribute.MirroredStrategy._collective_key_base = base + _KEY_STRIDE  # pylint: disable=protected-access
+      tf.distribute.MirroredStrategy._collective_key_base = base + _KEY_STRIDE
     _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices))
   return _MIRRORED[devices]
 
@@ -137,7 +139,7 @@ def resolve(strategy_, parallel="data"):
   strategy mean no distribution; a name is built once per process and
   reused (so compiled programs are reused too).
   """
-  from edward_lite.distribute.sharding import PARALLEL_MODES  # pylint: disable=import-outside-toplevel
+  from edward_lite.distribute.sharding import PARALLEL_MODES
   if parallel not in PARALLEL_MODES:
     raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}; got {parallel!r}.")
   if strategy_ is None or strategy_ == "default":

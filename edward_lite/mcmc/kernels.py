@@ -122,7 +122,8 @@ def _leapfrog(fn, z, p, grad, step_size, num_steps):
 
 def _metropolis(seed, log_accept, new, old):
   """Accepts per chain with probability ``min(1, exp(log_accept))``."""
-  log_accept = tf.where(tf.math.is_nan(log_accept), tf.constant(-np.inf, log_accept.dtype), log_accept)
+  log_accept = tf.where(tf.math.is_nan(log_accept), tf.constant(-np.inf, log_accept.dtype),
+                        log_accept)
   u = stateless_uniform(tf.shape(log_accept), seed, log_accept.dtype)
   accept = tf.math.log(u) < log_accept
   pick = lambda a, b: tf.where(tf.reshape(accept, [-1] + [1] * (a.shape.rank - 1)), a, b)

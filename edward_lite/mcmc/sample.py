@@ -184,7 +184,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                     divergences=int(np.sum(out["totals"]["diverging"]))))
   if bar is not None:
     bar.close()
-  return MCMCResult.build(getattr(target, "base", target), kernel, kept, state, chains=chains, warmup=warmup,
+  base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
+  return MCMCResult.build(base_target, kernel, kept, state, chains=chains, warmup=warmup,
                           draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)
 
 

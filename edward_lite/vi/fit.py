@@ -106,9 +106,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       gradient over the replicas; the surrogate and the optimizer stay on
       the host.
     parallel: with ``strategy``: ``"data"`` shards the observations (or each
-      minibatch, whose ``batch_size`` must then be a multiple of the replica
-      count) across the replicas, ``"chains"`` splits the ``samples`` draws
-      of each step among them.
+      minibatch, whose size must then be a multiple of the replica count:
+      ``batch_size``, or every batch of ``dataset`` -- batch it with
+      ``drop_remainder=True``) across the replicas, ``"chains"`` splits the
+      ``samples`` draws of each step among them.
 
   Returns:
     A ``VIResult``.
@@ -123,9 +124,6 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   strategy = distribute.resolve(strategy, parallel)
   if strategy is not None:
     replicas = strategy.num_replicas_in_sync
-    if dataset is not None:
-      raise ValueError("strategy= does not take dataset= yet; pass the arrays with "
-                       "batch_size= (or the full data) instead.")
     if parallel == "data" and batch_size is not None and batch_size % replicas:
       raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
                        f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
@@ -224,7 +222,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                                 stl)
   if batches is not None and not batches.compiled:
     # The loop reads a dataset iterator: compile the step only.
-    train_step = tf.function(train_step, jit_compile=jit_compile)
+    train_step = tf.function(train_step, jit_compile=jit_compile and strategy is None)
   run_chunk = tf.function(
       lambda start, n, stop_on_bad: _run_chunk(
           train_step, batches, seed_t, start, n, stop_on_bad, chunk,
