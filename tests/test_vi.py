@@ -297,6 +297,25 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
     ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, **dict(settings, samples=7))
 
 
+def test_dataset_checkpoint_resume_reads_the_next_batch(tmp_path):
+  # With a tf.data stream, a resumed fit must continue with the batch an
+  # uninterrupted fit would read at that step, not with the first one.
+  dataset = tf.data.Dataset.from_tensor_slices({"x": X_REG, "y": Y_REG}).batch(
+      12, drop_remainder=True)
+  settings = dict(dataset=dataset, family="meanfield", steps=9, chunk_size=3, seed=4,
+                  progress=False)
+  full = ed.vi.fit(regression, **settings)
+
+  def interrupt(info):
+    if info["step"] == 6:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ed.vi.fit(regression, checkpoint_dir=tmp_path, callback=interrupt, **settings)
+  resumed = ed.vi.fit(regression, checkpoint_dir=tmp_path, **settings)
+  np.testing.assert_allclose(resumed.elbo, full.elbo, rtol=1e-6)
+
+
 def test_tolerance_stops_early_and_reproducible():
   a = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=5000, tol=1e-3, seed=10,
                 progress=False)

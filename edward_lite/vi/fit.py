@@ -209,6 +209,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     for variable, value in zip(state_vars, resumed["state"]):
       variable.assign(value)
     step = resumed["step"]
+    if dataset is not None:
+      batches.seek(step)
     elbo_chunks = list(resumed["host"]["kept"].get("elbo", []))
     skipped = int(sum(np.sum(c) for c in resumed["host"]["kept"].get("skipped", [])))
 

@@ -148,6 +148,11 @@ class DatasetBatches:
     self._iterator = iter(dataset.repeat())
     self._first = first
 
+  def seek(self, step):
+    """Positions the batch stream at ``step`` (a resumed fit continues with
+    the batch an uninterrupted one would read)."""
+    self._iterator = iter(self.dataset.repeat().skip(step))
+
   def carry_init(self, seed, start):
     del seed, start
     return tf.zeros([0], tf.int32)
