@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 
 from edward_lite import diagnostics
+from edward_lite.mcmc import streaming
 from edward_lite.summary import COLUMNS, Summary
 
 __all__ = ["MCMCResult", "Summary"]
@@ -26,6 +27,9 @@ class MCMCResult:
     num_gradients: gradient evaluations per chain, warmup included.
     mean, variance: per-chain running moments ``[chains, *shape]`` of each
       variable, kept even when draws are not.
+    streamed: dict ``sd``, ``r_hat`` (split), ``ess``, ``mcse_mean`` ->
+      dict name -> ``[*shape]``, from the constant-memory statistics
+      (``ed.mcmc.streaming``), kept even when draws are not.
     timings: ``compile_s`` (first chunk, compile and run), ``warmup_s``,
       ``sampling_s`` (wall seconds).
   """
@@ -42,10 +46,7 @@ class MCMCResult:
     flat = cat("draws") if keep_draws else None
     totals = {k: np.stack(kept["_" + k]) for k in ("n_grads", "diverging", "max_depth")}
     in_warmup = np.array(kept["_warmup"], bool)
-    moments = state.moments
-    count = float(moments.count.numpy())
-    mean = moments.mean.numpy()
-    var = moments.m2.numpy() / max(count - 1., 1.)
+    stream = streaming.stream_summary(state.stream)
     result = cls(
         target=target, kernel=kernel, chains=chains, warmup=warmup, num_draws=draws,
         thin=thin, keep_draws=keep_draws,
@@ -55,8 +56,11 @@ class MCMCResult:
         inverse_metric=np.square(state.scale.numpy()),
         num_gradients=totals["n_grads"].sum(axis=0),
         warmup_divergences=totals["diverging"][in_warmup].sum(axis=0),
-        mean=target.split_constrained(mean), variance=target.split_constrained(var),
-        draw_count=count, timings=timings,
+        mean=target.split_constrained(stream["chain_mean"]),
+        variance=target.split_constrained(stream["variance"]),
+        streamed={k: target.split_constrained(stream[k])
+                  for k in ("sd", "r_hat", "ess", "mcse_mean")},
+        draw_count=stream["count"], timings=timings,
         trajectory_length=(kernel.trajectory_length(state.kernel_adapt)
                            if hasattr(kernel, "trajectory_length") else None))
     return result
@@ -79,8 +83,10 @@ class MCMCResult:
   def summary(self, print_table=True):
     """Posterior summary per scalar: mean, sd, mcse of the mean, 5/50/95%
     quantiles, bulk and tail ESS, rank-normalized split R-hat (Vehtari et al.
-    2021).  Without kept draws: mean, sd and (non-split) R-hat from the
-    running per-chain moments.  Prints the table with its warnings (or, with
+    2021).  Without kept draws, from the streaming statistics: mean, sd,
+    split R-hat (not rank-normalized), and the batch-means ESS and MCSE of
+    the mean in the ess_bulk and mcse_mean columns; no quantiles or tail
+    ESS.  Prints the table with its warnings (or, with
     ``print_table=False``, issues them as ``RuntimeWarning``) and returns it."""
     rows, notes = [], []
     for name in self.target.names:
@@ -111,16 +117,11 @@ class MCMCResult:
         ess_bulk = ess_tail = r_hat = mcse = np.full(x.shape[2:], np.nan)
       return dict(mean=x.mean(axis=(0, 1)), sd=x.std(axis=(0, 1), ddof=1), mcse_mean=mcse,
                   q5=q5, q50=q50, q95=q95, ess_bulk=ess_bulk, ess_tail=ess_tail, r_hat=r_hat)
-    mean, var, n = self.mean[name], self.variance[name], self.draw_count
-    grand = mean.mean(axis=0)
-    within = var.mean(axis=0)
-    between = n * mean.var(axis=0, ddof=1) if mean.shape[0] > 1 else np.zeros_like(grand)
-    pooled_var = ((n - 1) * within + n * mean.var(axis=0)) / max(n, 1.)
-    r_hat = np.sqrt(((n - 1) / n * within + between / n) / within) if mean.shape[0] > 1 \
-        else np.full_like(grand, np.nan)
-    nan = np.full_like(grand, np.nan)
-    return dict(mean=grand, sd=np.sqrt(pooled_var), mcse_mean=nan, q5=nan, q50=nan, q95=nan,
-                ess_bulk=nan, ess_tail=nan, r_hat=r_hat)
+    streamed = {k: v[name] for k, v in self.streamed.items()}
+    nan = np.full_like(streamed["sd"], np.nan)
+    return dict(mean=self.mean[name].mean(axis=0), sd=streamed["sd"],
+                mcse_mean=streamed["mcse_mean"], q5=nan, q50=nan, q95=nan,
+                ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"])
 
   def _warnings(self, rows):
     notes = []

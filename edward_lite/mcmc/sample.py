@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from edward_lite import distribute, runtime
 from edward_lite.checkpoint import Checkpointer
-from edward_lite.mcmc import adaptation, kernels
+from edward_lite.mcmc import adaptation, kernels, streaming
 from edward_lite.mcmc.kernels import RWMH, get_kernel
 from edward_lite.mcmc.results import MCMCResult
 from edward_lite.target import make_target
@@ -34,7 +34,7 @@ DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
 STAT_KEYS = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
 
 ChunkState = collections.namedtuple(
-    "ChunkState", ["u", "scale", "dual_avg", "metric", "kernel_adapt", "moments"])
+    "ChunkState", ["u", "scale", "dual_avg", "metric", "kernel_adapt", "stream"])
 
 
 def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
@@ -57,7 +57,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     seed: integer seed; every random choice derives from it.
     thin: keep every ``thin``-th draw.
     keep_draws: keep draws (``[draws, chains, ...]`` per variable); with
-      False only running per-chain moments are kept, in constant memory.
+      False only streaming statistics are kept, in constant memory: per-chain
+      moments of each half of the run (mean, sd, split R-hat) and batch
+      means (ESS and MCSE of the mean); see ``ed.mcmc.streaming``.
     init: ``"uniform"`` (uniform(-init_radius, init_radius) on the
       unconstrained space, as Stan), ``"prior"`` (draws from the prior), a
       dict ``name -> constrained value``
@@ -134,7 +136,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, tf.constant(h0, dtype))),
         metric=adaptation.welford_init([chains, dim], dtype),
         kernel_adapt=kernel.adapt_init(chains, dtype),
-        moments=adaptation.welford_init([chains, target.constrained_dim], dtype))
+        stream=streaming.stream_init(chains, target.constrained_dim, dtype))
     step = 0
     kept = collections.defaultdict(list)
 
@@ -153,7 +155,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         state, final_step, seed_t, tf.constant(step), tf.constant(n),
         tf.constant(in_warmup and adapt_step), tf.constant(collect),
         tf.constant(not in_warmup), tf.constant(not in_warmup and keep_draws),
-        tf.constant(thin), tf.constant(target_accept, dtype), capacity)
+        tf.constant(thin), tf.constant(target_accept, dtype), tf.constant(warmup + draws // 2),
+        capacity)
     out = tf.nest.map_structure(lambda t: t.numpy(), out)
     n_kept = -(-n // thin) if not in_warmup and keep_draws else 0
     out["kept"] = {key: value[:n_kept] for key, value in out["kept"].items()}
@@ -248,7 +251,7 @@ class _Program:
     self.log_prob = tf.function(target.log_prob_flat)
 
   def _run_chunk(self, state, final_step, seed, start, n, adapt_step, collect, sampling,
-                 keep, thin, target_accept, capacity):
+                 keep, thin, target_accept, split_at, capacity):
     """Runs ``n`` transitions from ``state``; keeps up to ``capacity`` draws.
 
     ``capacity`` is a Python int (it fixes buffer shapes, so XLA sees static
@@ -271,7 +274,7 @@ class _Program:
     totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                   accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
 
-    def body(i, kstate, dual_avg, metric, kadapt, moments, buffers, totals):
+    def body(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
       t = start + i
       step_seed = tf.random.experimental.stateless_fold_in(seed, t)
       step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
@@ -289,9 +292,9 @@ class _Program:
 
       def record():
         x = target.constrain_flat(u)
-        new_moments = adaptation.welford_update(moments, x)
+        new_stream = streaming.stream_update(stream, x, t >= split_at)
         if not capacity:
-          return new_moments, buffers
+          return new_stream, buffers
         row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
 
         def write():
@@ -300,22 +303,22 @@ class _Program:
             out[key] = tf.tensor_scatter_nd_update(buffers[key], row, info[key][None])
           return out
 
-        return new_moments, tf.cond(keep & (i % thin == 0), write, lambda: dict(buffers))
+        return new_stream, tf.cond(keep & (i % thin == 0), write, lambda: dict(buffers))
 
-      moments, buffers = tf.cond(sampling, record, lambda: (moments, dict(buffers)))
+      stream, buffers = tf.cond(sampling, record, lambda: (stream, dict(buffers)))
       totals = dict(
           n_grads=totals["n_grads"] + info["n_grads"],
           diverging=totals["diverging"] + tf.cast(info["diverging"], tf.int32),
           accept_prob=totals["accept_prob"] + accept,
           max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
-      return i + 1, new_kstate, dual_avg, metric, kadapt, moments, buffers, totals
+      return i + 1, new_kstate, dual_avg, metric, kadapt, stream, buffers, totals
 
-    _, kstate, dual_avg, metric, kadapt, moments, buffers, totals = tf.while_loop(
+    _, kstate, dual_avg, metric, kadapt, stream, buffers, totals = tf.while_loop(
         lambda i, *_: i < n, body,
         (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt,
-         state.moments, buffers, totals))
+         state.stream, buffers, totals))
     new_state = ChunkState(kernel.state(kstate) * scale, scale, dual_avg, metric, kadapt,
-                           moments)
+                           stream)
     # Full buffers: slicing to the kept count here would make it a compile-time
     # constant and recompile for every chunk length; the host slices instead.
     return new_state, {"kept": buffers, "totals": totals}
@@ -345,7 +348,7 @@ def _state_template(program, kernel, chains, pooled):
       dual_avg=adaptation.dual_averaging_init(tf.ones(step_shape, dtype)),
       metric=adaptation.welford_init([chains, dim], dtype),
       kernel_adapt=kernel.adapt_init(chains, dtype),
-      moments=adaptation.welford_init([chains, program.target.constrained_dim], dtype))
+      stream=streaming.stream_init(chains, program.target.constrained_dim, dtype))
 
 
 def _chunk_length(step, warmup, total, chunk, boundaries):

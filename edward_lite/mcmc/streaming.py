@@ -1,0 +1,135 @@
+"""Constant-memory statistics of the draws, updated inside the compiled loop.
+
+With ``keep_draws=False`` nothing grows with the number of draws; per chain
+``c`` and constrained coordinate ``d`` the sampler keeps
+
+* Welford moments (count, mean, sum of squared deviations) of each half of
+  the sampling run separately, which give the mean, the variance and the
+  split R-hat (Gelman et al. 2013; the halves are the split chains);
+* batch means for the effective sample size: the sums of ``K`` consecutive
+  batches of ``b`` draws.  When all ``K`` slots are full, neighbouring pairs
+  are merged and ``b`` doubles, so ``K / 2 <= batches <= K`` once ``n >= K``
+  and ``b`` grows with ``n`` (Flegal & Jones 2010's batch means with
+  ``b ~ n / K``).
+
+Memory: ``(K + 5) C D`` numbers (``K = 32``), independent of the number of
+draws.  The batch-means estimate of the asymptotic variance of the mean of
+chain ``c`` is
+
+    sigma2_c = b / (a - 1) sum_k (Y_ck - Ybar_c)^2,   a batches of means Y_ck,
+
+and the effective sample size of the pooled mean is
+``ESS = C n s^2 / mean_c sigma2_c`` with ``s^2`` the pooled variance of the
+draws; ``MCSE = sqrt(mean_c sigma2_c / (C n))``.  This is the ESS of the
+mean (not rank-normalized, so it is no ``ess_bulk`` for heavy tails); it is
+NaN until there are at least 8 batches of at least 2 draws.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+from edward_lite.mcmc import adaptation
+
+__all__ = ["StreamState", "stream_init", "stream_update", "stream_summary", "NUM_BATCHES"]
+
+NUM_BATCHES = 32  # K, even
+
+StreamState = collections.namedtuple(
+    "StreamState", ["halves", "batch_sums", "partial", "in_batch", "batch_size", "filled"])
+StreamState.__doc__ = """Streaming statistics of ``[C, D]`` draws.
+
+Fields: ``halves`` (``WelfordState`` with a leading axis of 2: the first and
+second half of the sampling run), ``batch_sums [K, C, D]``, ``partial
+[C, D]`` (the running sum of the current batch), ``in_batch`` (draws in it),
+``batch_size`` (``b``), ``filled`` (complete batches stored).
+"""
+
+
+def stream_init(chains, dim, dtype):
+  zeros = tf.zeros([chains, dim], dtype)
+  halves = adaptation.WelfordState(tf.zeros([2], dtype), tf.stack([zeros, zeros]),
+                                   tf.stack([zeros, zeros]))
+  return StreamState(halves, tf.zeros([NUM_BATCHES, chains, dim], dtype), zeros,
+                     tf.constant(0), tf.constant(1), tf.constant(0))
+
+
+def stream_update(state, x, second_half):
+  """Adds one draw per chain ``x [C, D]``; ``second_half`` a bool Tensor."""
+  half = tf.cast(second_half, tf.int32)
+  h = state.halves
+  # Gathers, not h.count[half]: XLA compiles a slice's start as a constant,
+  # which would recompile the sampler for every chunk.
+  count = tf.gather(h.count, half) + 1.
+  delta = x - tf.gather(h.mean, half)
+  mean = tf.gather(h.mean, half) + delta / count
+  m2 = tf.gather(h.m2, half) + delta * (x - mean)
+  index = [[half]]
+  halves = adaptation.WelfordState(
+      tf.tensor_scatter_nd_update(h.count, index, count[None]),
+      tf.tensor_scatter_nd_update(h.mean, index, mean[None]),
+      tf.tensor_scatter_nd_update(h.m2, index, m2[None]))
+
+  partial = state.partial + x
+  in_batch = state.in_batch + 1
+  complete = tf.equal(in_batch, state.batch_size)
+  sums = tf.where(complete, tf.tensor_scatter_nd_update(
+      state.batch_sums, [[state.filled]], partial[None]), state.batch_sums)
+  filled = state.filled + tf.cast(complete, tf.int32)
+  partial = tf.where(complete, tf.zeros_like(partial), partial)
+  in_batch = tf.where(complete, 0, in_batch)
+
+  full = tf.equal(filled, NUM_BATCHES)
+  shape = tf.shape(sums)
+  merged = tf.reduce_sum(tf.reshape(sums, tf.concat([[NUM_BATCHES // 2, 2], shape[1:]], 0)),
+                         axis=1)
+  merged = tf.concat([merged, tf.zeros_like(merged)], axis=0)
+  return StreamState(
+      halves, tf.where(full, merged, sums), partial, in_batch,
+      tf.where(full, state.batch_size * 2, state.batch_size),
+      tf.where(full, NUM_BATCHES // 2, filled))
+
+
+def stream_summary(state):
+  """NumPy statistics per ``[D]`` coordinate: ``mean``, ``sd``, ``r_hat``
+  (split), ``ess``, ``mcse_mean``; per chain ``[C, D]``: ``chain_mean``,
+  ``variance``; and ``count`` (draws per chain)."""
+  counts = state.halves.count.numpy()
+  means, m2s = state.halves.mean.numpy(), state.halves.m2.numpy()
+  n = counts.sum()
+  # Per-chain moments over the whole run (Chan et al. combination of halves).
+  chain_mean = (counts[0] * means[0] + counts[1] * means[1]) / max(n, 1.)
+  chain_m2 = m2s[0] + m2s[1] + (counts[0] * counts[1] / max(n, 1.)) * (means[1] - means[0]) ** 2
+  chain_var = chain_m2 / max(n - 1., 1.)
+  chains = chain_mean.shape[0]
+  grand = chain_mean.mean(axis=0)
+  pooled = (chain_m2.sum(axis=0) + n * ((chain_mean - grand) ** 2).sum(axis=0)) / max(
+      chains * n - 1., 1.)
+  out = dict(mean=grand, chain_mean=chain_mean, variance=chain_var, sd=np.sqrt(pooled),
+             count=n)
+  nan = np.full_like(grand, np.nan)
+
+  # Split R-hat: the 2C half-chains.
+  if counts.min() >= 2:
+    seq_means = means.reshape(-1, means.shape[-1])
+    seq_vars = (m2s / (counts[:, None, None] - 1.)).reshape(-1, means.shape[-1])
+    m = counts.min()  # the halves differ by at most one draw
+    within = seq_vars.mean(axis=0)
+    between = m * seq_means.var(axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      out["r_hat"] = np.sqrt(((m - 1.) / m * within + between / m) / within)
+  else:
+    out["r_hat"] = nan
+
+  filled, size = int(state.filled.numpy()), int(state.batch_size.numpy())
+  if filled >= 8 and size >= 2:
+    batch_means = state.batch_sums.numpy()[:filled] / size  # [a, C, D]
+    sigma2 = size * batch_means.var(axis=0, ddof=1)  # [C, D]
+    sigma2 = sigma2.mean(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      out["ess"] = np.where(sigma2 > 0, chains * n * pooled / sigma2, np.nan)
+      out["mcse_mean"] = np.sqrt(sigma2 / (chains * n))
+  else:
+    out["ess"], out["mcse_mean"] = nan, nan
+  return out
