@@ -39,12 +39,13 @@ import edward_lite as ed  # noqa: E402
 import machine  # noqa: E402
 
 
-def _devices(replicas):
-  gpus = tf.config.list_logical_devices("GPU")
-  devices = gpus or tf.config.list_logical_devices("CPU")
-  if len(devices) < replicas:
-    return None
-  return [d.name for d in devices[:replicas]]
+def _strategies(replica_counts):
+  """``(R, devices, MirroredStrategy)`` for each count this host has devices for."""
+  devices = tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("CPU")
+  for r in replica_counts:
+    if r <= len(devices):
+      names = [d.name for d in devices[:r]]
+      yield r, names, ed.distribute.strategy("mirrored", devices=names)
 
 
 def nuts(args):
@@ -65,11 +66,7 @@ def nuts(args):
     return float(np.sum(result.num_gradients)) / (time.perf_counter() - start)
 
   rows = [("single device, XLA", 1, throughput())]
-  for r in args.replicas:
-    devices = _devices(r)
-    if devices is None:
-      continue
-    strategy = ed.distribute.strategy("mirrored", devices=devices)
+  for r, _, strategy in _strategies(args.replicas):
     rows.append((f"data-parallel, {r} replica(s)", r, throughput(strategy=strategy)))
   _table(f"NUTS logistic regression N={args.n} D={args.d}, {args.chains} chains: "
          "gradient evaluations / s", rows, baseline=1)
@@ -81,11 +78,7 @@ def vae(args):
   settings = dict(epochs=args.epochs, batch_size=args.batch_size, n_images=args.images,
                   verbose=False)
   rows = [("single device, XLA", 1, vae_example.train("single", **settings)["examples_per_s"])]
-  for r in args.replicas:
-    devices = _devices(r)
-    if devices is None:
-      continue
-    strategy = ed.distribute.strategy("mirrored", devices=devices)
+  for r, devices, strategy in _strategies(args.replicas):
     rows.append((f"data-parallel, {r} replica(s)", r, vae_example.train(
         "data", strategy=strategy, **settings)["examples_per_s"]))
     if r >= 2:
@@ -100,11 +93,7 @@ def image_transformer(args):
   settings = dict(epochs=args.epochs, batch_size=args.batch_size, n_images=args.images,
                   samples=4, log=lambda *_: None)
   rows = [("default strategy", 1, it.train("default", **settings)["examples_per_s"])]
-  for r in args.replicas:
-    devices = _devices(r)
-    if devices is None:
-      continue
-    strategy = ed.distribute.strategy("mirrored", devices=devices)
+  for r, _, strategy in _strategies(args.replicas):
     rows.append((f"data-parallel, {r} replica(s)", r,
                  it.train(strategy, **settings)["examples_per_s"]))
   _table(f"Image Transformer (shapes 8x8, batch {args.batch_size}): training images / s",
