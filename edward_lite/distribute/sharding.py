@@ -53,9 +53,13 @@ class ShardedTarget:
     parallel: ``"data"`` or ``"chains"`` (see the module docstring).
     model: the program (data-parallel: checked once on a shard).
     jit_compile: compile each replica's part with XLA.
+    place_shards: data-parallel, place the full data's shards on the
+      replicas (False when every evaluation comes with its own rows from
+      ``with_data``, e.g. minibatches).
   """
 
-  def __init__(self, target, strategy, parallel="data", model=None, jit_compile=True):
+  def __init__(self, target, strategy, parallel="data", model=None, jit_compile=True,
+               place_shards=True):
     if parallel not in PARALLEL_MODES:
       raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}; got {parallel!r}.")
     self.base, self.strategy, self.parallel = target, strategy, parallel
@@ -75,12 +79,12 @@ class ShardedTarget:
       bounds = np.linspace(0, n, r + 1).round().astype(int)  # shard sizes differ by <= 1
       if model is not None:
         self._rows.check_global_latents(model, target, tf.range(bounds[1]))
+    self._shards = None
+    if parallel == "data" and place_shards:
       tensors = self._row_tensors(self._rows.data)
       shards = [[t[bounds[i]:bounds[i + 1]] for t in tensors] for i in range(r)]
       self._shards = strategy.experimental_distribute_values_from_function(
           lambda ctx: shards[ctx.replica_id_in_sync_group])
-    else:
-      self._shards = None
     self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile)
 
   def __getattr__(self, name):
@@ -166,6 +170,9 @@ class ShardedTarget:
     if self.parallel == "chains" and (chains is None or chains % self.replicas):
       raise ValueError(f"Chain-parallel sampling needs the number of chains to be a multiple "
                        f"of the {self.replicas} replicas; got {chains}.")
+    if self.parallel == "data" and self._shards is None and self._batch is None:
+      raise ValueError("This data-parallel target was built without its shards "
+                       "(place_shards=False); evaluate it on rows from with_data.")
     checks = []
     if self._batch is not None and self.parallel == "data":
       rows = self._batch[0].shape[0]

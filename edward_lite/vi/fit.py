@@ -218,7 +218,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   # replicas of a strategy (strategy.run cannot sit inside XLA; each
   # replica's part is compiled instead).
   step_target = target if strategy is None else distribute.ShardedTarget(
-      target, strategy, parallel, model=model, jit_compile=jit_compile)
+      target, strategy, parallel, model=model, jit_compile=jit_compile,
+      place_shards=batches is None)
   compiled = (batches is None or batches.compiled) and strategy is None
   train_step = _make_train_step(surrogate, step_target, batches, optimizer, seed_t, samples,
                                 stl)
