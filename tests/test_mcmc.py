@@ -319,3 +319,12 @@ def test_progress_bar_on_a_terminal(monkeypatch):
   ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100, draws=100,
                  seed=15, chunk_size=50, progress=False)
   assert quiet.getvalue() == ""
+
+
+def test_callback_reports_each_chunks_gradients():
+  seen = []
+  result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=3, warmup=40, draws=30,
+                          chunk_size=20, seed=2, progress=False,
+                          callback=lambda info: seen.append(info["gradients"]))
+  assert len(seen) >= 4  # chunks of at most 20, also cut at warmup window ends
+  np.testing.assert_array_equal(np.sum(seen, axis=0), result.num_gradients)

@@ -78,7 +78,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     max_init_tries: redraws of chains whose initial log density is not finite.
     callback: optional ``callback(info)`` called on the host after every
       chunk (after its checkpoint) with a dict: ``step``, ``total``,
-      ``warmup`` (bool), ``step_size``, ``divergences`` (in the chunk).
+      ``warmup`` (bool), ``step_size``, ``divergences`` (in the chunk),
+      ``gradients`` (per chain, in the chunk).
     strategy: a ``tf.distribute.Strategy`` (or a name for
       ``ed.distribute.strategy``) to spread the log-density evaluations over
       its replicas; the sampler's own arithmetic stays one program on the
@@ -184,7 +185,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     if callback is not None:
       callback(dict(step=step, total=total, warmup=in_warmup,
                     step_size=np.exp(state.dual_avg.log_step.numpy()).reshape(-1),
-                    divergences=int(np.sum(out["totals"]["diverging"]))))
+                    divergences=int(np.sum(out["totals"]["diverging"])),
+                    gradients=out["totals"]["n_grads"]))
   if bar is not None:
     bar.close()
   base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
