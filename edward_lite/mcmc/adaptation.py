@@ -17,7 +17,8 @@ only), the variance of the unconstrained draws is estimated in doubling slow
 windows (Welford per chain, pooled across chains by default), regularized
 towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
 mass matrix; the step size is re-adapted after each window and in a final
-fast window.
+fast window.  A dense metric (``adapt_metric="dense"``) estimates the full
+covariance ``S`` the same way and preconditions with its Cholesky factor.
 """
 
 import collections
@@ -27,6 +28,7 @@ import tensorflow as tf
 
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
+           "welford_covariance",
            "warmup_windows"]
 
 DualAveragingState = collections.namedtuple(
@@ -59,10 +61,12 @@ def dual_averaging_update(state, accept_prob, target_accept):
 WelfordState = collections.namedtuple("WelfordState", ["count", "mean", "m2"])
 
 
-def welford_init(shape, dtype):
-  """Running mean and sum of squared deviations, per chain: shape [C, D]."""
+def welford_init(shape, dtype, dense=False):
+  """Running mean ``[C, D]`` and sum of squared deviations per chain:
+  ``[C, D]``, or with ``dense`` the sums of outer products ``[C, D, D]``."""
   zeros = tf.zeros(shape, dtype)
-  return WelfordState(tf.zeros([], dtype), zeros, zeros)
+  m2 = tf.zeros(list(shape) + [shape[-1]], dtype) if dense else zeros
+  return WelfordState(tf.zeros([], dtype), zeros, m2)
 
 
 def welford_update(state, x):
@@ -70,7 +74,22 @@ def welford_update(state, x):
   count = state.count + 1.
   delta = x - state.mean
   mean = state.mean + delta / count
+  if state.m2.shape.rank == 3:  # dense: sum of (x - mean_old)(x - mean_new)^T
+    return WelfordState(count, mean, state.m2 + delta[:, :, None] * (x - mean)[:, None, :])
   return WelfordState(count, mean, state.m2 + delta * (x - mean))
+
+
+def welford_covariance(state):
+  """Covariance ``[D, D]`` of all ``C n`` draws (chains pooled exactly),
+  regularized as Stan's dense metric: ``n/(n+5) S + 1e-3 5/(n+5) I``."""
+  n = state.count
+  chains = tf.cast(tf.shape(state.mean)[0], n.dtype)
+  dev = state.mean - tf.reduce_mean(state.mean, axis=0, keepdims=True)
+  m2 = tf.reduce_sum(state.m2, axis=0) + n * tf.matmul(dev, dev, transpose_a=True)
+  total = n * chains
+  cov = m2 / tf.maximum(total - 1., 1.)
+  eye = tf.eye(tf.shape(cov)[0], dtype=cov.dtype)
+  return (total / (total + 5.)) * cov + 1e-3 * (5. / (total + 5.)) * eye
 
 
 def welford_variance(state, pooled=True, regularize=True):

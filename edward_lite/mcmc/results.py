@@ -21,7 +21,8 @@ class MCMCResult:
       ``diverging``, ``n_grads`` (gradient evaluations), ``tree_depth``,
       ``energy``, ``log_prob``.
     step_size: final step size (``[1]`` pooled or ``[chains]``).
-    inverse_metric: final diagonal inverse metric ``[1 or chains, D]``.
+    inverse_metric: final inverse metric: diagonal ``[1 or chains, D]``,
+      or dense ``[D, D]`` (``adapt_metric="dense"``).
     divergences: divergent transitions after warmup (per chain);
       ``warmup_divergences`` during warmup.
     num_gradients: gradient evaluations per chain, warmup included.
@@ -53,7 +54,7 @@ class MCMCResult:
         draws=target.split_constrained(flat) if flat is not None else None,
         sample_stats={k: v for k, v in stats.items() if v is not None} if keep_draws else {},
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
-        inverse_metric=np.square(state.scale.numpy()),
+        inverse_metric=_inverse_metric(state.scale.numpy()),
         num_gradients=totals["n_grads"].sum(axis=0),
         warmup_divergences=totals["diverging"][in_warmup].sum(axis=0),
         mean=target.split_constrained(stream["chain_mean"]),
@@ -194,3 +195,10 @@ class MCMCResult:
     return (f"<ed.mcmc.MCMCResult {self.kernel.name} chains={self.chains} "
             f"warmup={self.warmup} draws={self.num_draws} ({kept}) "
             f"latents={list(self.target.names)}>")
+
+
+def _inverse_metric(scale):
+  """``s^2`` of a diagonal scale, ``L L^T`` of a dense Cholesky factor."""
+  if scale.ndim == 3:
+    return scale[0] @ scale[0].T
+  return np.square(scale)

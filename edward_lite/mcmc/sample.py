@@ -65,7 +65,10 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       dict ``name -> constrained value``
       (broadcast to all chains) or an array ``[C, D]`` of unconstrained states.
     step_size: initial step size (proposal scale for RWMH).
-    adapt_metric: adapt a diagonal metric in warmup windows (Stan's schedule).
+    adapt_metric: adapt the metric in warmup windows (Stan's schedule):
+      ``True`` or ``"diag"`` (diagonal), ``"dense"`` (full covariance, for
+      strongly correlated posteriors of moderate dimension; needs
+      ``pooled=True``), ``False`` (identity).
     pooled: pool metric and step-size adaptation across chains (one metric,
       one step size) -- robust for many chains; False adapts per chain.
     chunk_size: transitions per compiled call between host updates
@@ -98,6 +101,12 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   """
   settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                              max_init_tries, step_size)
+  if adapt_metric not in (True, False, "diag", "dense"):
+    raise ValueError(f"adapt_metric must be True, False, 'diag' or 'dense'; got {adapt_metric!r}.")
+  dense = adapt_metric == "dense"
+  if dense and not pooled:
+    raise ValueError("adapt_metric='dense' estimates one metric from all chains; it needs "
+                     "pooled=True.")
   kernel = get_kernel(kernel)
   program = _Program.get(model, args, kwargs, observed, kernel, chains, pooled,
                          strategy, parallel, jit_compile)
@@ -121,7 +130,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
 
   if resumed is not None:
     state, step, host = resumed["state"], resumed["step"], resumed["host"]
-    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, kernel, chains, pooled),
+    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, kernel, chains, pooled,
+                                                                 dense),
                                                  [tf.constant(x) for x in state]))
     kept = {k: list(v) for k, v in host["kept"].items()}
   else:
@@ -133,9 +143,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     step_shape = [1, 1] if pooled else [chains, 1]
     state = ChunkState(
         u=tf.constant(u0),
-        scale=tf.ones([1 if pooled else chains, dim], dtype),
+        scale=_identity_scale(dim, chains, pooled, dense, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, tf.constant(h0, dtype))),
-        metric=adaptation.welford_init([chains, dim], dtype),
+        metric=adaptation.welford_init([chains, dim], dtype, dense),
         kernel_adapt=kernel.adapt_init(chains, dtype),
         stream=streaming.stream_init(chains, target.constrained_dim, dtype))
     step = 0
@@ -265,14 +275,14 @@ class _Program:
     chains = state.u.shape[0]
 
     def log_prob(z):
-      return target.log_prob_flat(z * scale)
+      return target.log_prob_flat(_to_u(z, scale))
 
     stat_dtypes = dict(accept_prob=dtype, diverging=tf.bool, n_grads=tf.int32,
                        tree_depth=tf.int32, energy=dtype, log_prob=dtype)
     buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
     buffers["draws"] = tf.zeros([capacity, chains, target.constrained_dim], dtype)
     step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
-    kstate = kernel.init(state.u / scale, log_prob, step0)
+    kstate = kernel.init(_to_z(state.u, scale), log_prob, step0)
     totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                   accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
 
@@ -289,7 +299,7 @@ class _Program:
           dual_avg, stat, target_accept), dual_avg)
       kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size, t),
                        kadapt)
-      u = kernel.state(new_kstate) * scale
+      u = _to_u(kernel.state(new_kstate), scale)
       metric = _select(collect, adaptation.welford_update(metric, u), metric)
 
       def record():
@@ -319,7 +329,7 @@ class _Program:
         lambda i, *_: i < n, body,
         (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt,
          state.stream, buffers, totals))
-    new_state = ChunkState(kernel.state(kstate) * scale, scale, dual_avg, metric, kadapt,
+    new_state = ChunkState(_to_u(kernel.state(kstate), scale), scale, dual_avg, metric, kadapt,
                            stream)
     # Full buffers: slicing to the kept count here would make it a compile-time
     # constant and recompile for every chunk length; the host slices instead.
@@ -330,25 +340,48 @@ def _select(flag, a, b):
   return tf.nest.map_structure(lambda x, y: tf.where(flag, x, y), a, b)
 
 
+def _to_u(z, scale):
+  """Preconditioned ``z [C, D]`` -> unconstrained ``u``: ``s * z`` for a
+  diagonal scale ``[1 or C, D]``, ``L z`` for a dense Cholesky factor
+  ``[1, D, D]`` of the inverse metric."""
+  return tf.linalg.matvec(scale, z) if scale.shape.rank == 3 else z * scale
+
+
+def _to_z(u, scale):
+  """Inverse of ``_to_u``."""
+  if scale.shape.rank == 3:
+    return tf.transpose(tf.linalg.triangular_solve(scale[0], tf.transpose(u), lower=True))
+  return u / scale
+
+
+def _identity_scale(dim, chains, pooled, dense, dtype):
+  if dense:
+    return tf.eye(dim, batch_shape=[1], dtype=dtype)
+  return tf.ones([1 if pooled else chains, dim], dtype)
+
+
 def _end_window(state, pooled, dtype):
   """Metric update and step-size restart at the end of a slow window."""
-  var = adaptation.welford_variance(state.metric, pooled=pooled)
-  scale = tf.sqrt(var)
+  if state.metric.m2.shape.rank == 3:  # dense
+    scale = tf.linalg.cholesky(adaptation.welford_covariance(state.metric))[None]
+  else:
+    scale = tf.sqrt(adaptation.welford_variance(state.metric, pooled=pooled))
   step = tf.exp(state.dual_avg.log_step_bar)
   return state._replace(
       scale=tf.cast(scale, dtype),
       dual_avg=adaptation.dual_averaging_init(step),
-      metric=adaptation.welford_init(state.metric.mean.shape, dtype))
+      metric=adaptation.welford_init(state.metric.mean.shape, dtype,
+                                     state.metric.m2.shape.rank == 3))
 
 
-def _state_template(program, kernel, chains, pooled):
+def _state_template(program, kernel, chains, pooled, dense=False):
   dtype = program.target.dtype.as_numpy_dtype
   dim = program.target.dim
   step_shape = [1, 1] if pooled else [chains, 1]
   return ChunkState(
-      u=tf.zeros([chains, dim], dtype), scale=tf.ones([1 if pooled else chains, dim], dtype),
+      u=tf.zeros([chains, dim], dtype), scale=_identity_scale(dim, chains, pooled, dense, dtype),
       dual_avg=adaptation.dual_averaging_init(tf.ones(step_shape, dtype)),
-      metric=adaptation.welford_init([chains, dim], dtype),
+      metric=adaptation.welford_init([chains, dim], dtype, dense),
       kernel_adapt=kernel.adapt_init(chains, dtype),
       stream=streaming.stream_init(chains, program.target.constrained_dim, dtype))
 
