@@ -278,18 +278,23 @@ def test_overflowing_gradient_is_a_nonfinite_step():
   assert all(np.all(np.isfinite(v)) for v in fit.params.values())
 
 
+def _interrupted_and_resumed(model, checkpoint_dir, step, settings):
+  """Fits with checkpoints, interrupted after ``step``, then resumes."""
+
+  def interrupt(info):
+    if info["step"] == step:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ed.vi.fit(model, checkpoint_dir=checkpoint_dir, callback=interrupt, **settings)
+  return ed.vi.fit(model, checkpoint_dir=checkpoint_dir, **settings)
+
+
 def test_checkpoint_resume_equals_uninterrupted(tmp_path):
   settings = dict(observed={"y": Y_NN}, family="meanfield", steps=300, chunk_size=100,
                   seed=9, progress=False)
   full = ed.vi.fit(normal_normal, **settings)
-
-  def interrupt(info):
-    if info["step"] == 200:
-      raise KeyboardInterrupt
-
-  with pytest.raises(KeyboardInterrupt):
-    ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, callback=interrupt, **settings)
-  resumed = ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, **settings)
+  resumed = _interrupted_and_resumed(normal_normal, tmp_path, 200, settings)
   np.testing.assert_array_equal(resumed.elbo, full.elbo)
   for name, value in full.params.items():
     np.testing.assert_array_equal(resumed.params[name], value)
@@ -305,14 +310,7 @@ def test_dataset_checkpoint_resume_reads_the_next_batch(tmp_path):
   settings = dict(dataset=dataset, family="meanfield", steps=9, chunk_size=3, seed=4,
                   progress=False)
   full = ed.vi.fit(regression, **settings)
-
-  def interrupt(info):
-    if info["step"] == 6:
-      raise KeyboardInterrupt
-
-  with pytest.raises(KeyboardInterrupt):
-    ed.vi.fit(regression, checkpoint_dir=tmp_path, callback=interrupt, **settings)
-  resumed = ed.vi.fit(regression, checkpoint_dir=tmp_path, **settings)
+  resumed = _interrupted_and_resumed(regression, tmp_path, 6, settings)
   np.testing.assert_allclose(resumed.elbo, full.elbo, rtol=1e-6)
 
 
