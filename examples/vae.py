@@ -54,7 +54,7 @@ import edward_lite as ed  # noqa: E402
 import image_data  # noqa: E402
 
 __all__ = ["decoder_model", "encoder_program", "encode", "elbo", "make_networks", "make_step",
-           "batches", "train", "MODES"]
+           "batches", "train", "add_flags", "MODES"]
 
 MODES = ("single", "data", "model")
 MIN_SCALE = 1e-4  # floor of the posterior standard deviation sigma(x)
@@ -294,18 +294,25 @@ def write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed
           image_data.write_png_grid(os.path.join(out, "samples.png"), samples.reshape(shape))]
 
 
-def main():
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--mode", default="single", choices=MODES)
-  p.add_argument("--epochs", type=int, default=60)
-  p.add_argument("--batch_size", type=int, default=64, help="global batch size")
+def add_flags(p, mode="single", epochs=60, batch_size=64, hidden=128, n_images=4096,
+              out="out/vae"):
+  """Adds the flags of ``train`` to parser ``p`` (defaults differ between the
+  example and the launch script)."""
+  p.add_argument("--mode", default=mode, choices=MODES)
+  p.add_argument("--epochs", type=int, default=epochs)
+  p.add_argument("--batch_size", type=int, default=batch_size, help="global batch size")
   p.add_argument("--latent_dim", type=int, default=8)
-  p.add_argument("--hidden", type=int, default=128)
+  p.add_argument("--hidden", type=int, default=hidden)
   p.add_argument("--dataset", default="shapes", help="shapes, binarized_mnist or mnist (tfds)")
-  p.add_argument("--n_images", type=int, default=4096)
-  p.add_argument("--replicas", type=int, default=2, help="devices for --mode data/model")
-  p.add_argument("--out", default="out/vae", help="directory for the PNGs")
+  p.add_argument("--n_images", type=int, default=n_images)
+  p.add_argument("--out", default=out, help="directory for the PNGs")
   p.add_argument("--seed", type=int, default=0)
+  return p
+
+
+def main():
+  p = add_flags(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+  p.add_argument("--replicas", type=int, default=2, help="devices for --mode data/model")
   args = p.parse_args()
   if not tf.config.list_physical_devices("GPU"):
     ed.distribute.logical_cpus(max(args.replicas, 1))

@@ -23,16 +23,8 @@ import vae  # noqa: E402
 
 
 def main(argv=None):
-  p = launch.parser(__doc__.splitlines()[0])
-  p.add_argument("--mode", default="model", choices=["model", "data"])
-  p.add_argument("--epochs", type=int, default=10)
-  p.add_argument("--batch_size", type=int, default=128, help="global batch size")
-  p.add_argument("--latent_dim", type=int, default=8)
-  p.add_argument("--hidden", type=int, default=256)
-  p.add_argument("--dataset", default="shapes", help="shapes, binarized_mnist or mnist (tfds)")
-  p.add_argument("--n_images", type=int, default=8192)
-  p.add_argument("--out", default=None, help="directory for the PNGs")
-  p.add_argument("--seed", type=int, default=0)
+  p = vae.add_flags(launch.parser(__doc__.splitlines()[0]), mode="model", epochs=10,
+                    batch_size=128, hidden=256, n_images=8192, out=None)
   args = p.parse_args(argv)
   strategy = launch.make_strategy(args)
   placement = dict(strategy=strategy) if args.mode == "data" else dict(
