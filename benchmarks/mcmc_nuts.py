@@ -25,10 +25,14 @@ Measures, per implementation and model, for ``--chains`` chains x
 
 Implementations (``--impls``):
 
-* ``edward_lite``      -- ``ed.mcmc.sample(kernel="nuts")``: TFP's iterative NUTS
-  over batched chains in compiled chunks, Stan-style windowed diagonal metric
-  and dual-averaging step size.  Compile = a first tiny call (warmup=1,
-  draws=1) that builds and compiles the program; the timed call reuses it.
+* ``edward_lite``      -- ``ed.mcmc.sample(kernel="nuts")``: edward_lite's own
+  iterative NUTS (``edward_lite/mcmc/nuts.py``) over batched chains in compiled
+  chunks, Stan-style windowed diagonal metric and dual-averaging step size.
+  Compile = a first tiny call (warmup=1, draws=1) that builds and compiles the
+  program; the timed call reuses it.
+* ``edward_lite_tfp``  -- the same sampler with TFP's ``NoUTurnSampler`` as the
+  transition kernel (``ed.mcmc.NUTS(implementation="tfp")``): the benchmark
+  that decides which NUTS is the default.
 * ``numpyro``          -- NumPyro NUTS, ``chain_method="vectorized"``.
 * ``numpyro_parallel`` -- NumPyro NUTS, ``chain_method="parallel"`` (pmap) over
   the host CPU devices (``XLA_FLAGS=--xla_force_host_platform_device_count=2``
@@ -431,8 +435,9 @@ def _as_draws(d, model, warmup=0):
   return {name: np.asarray(d[name], np.float64)[warmup:] for name in model.params}
 
 
-def run_edward_lite(model, args):
-  common = dict(observed=model.ed_observed, kernel="nuts", chains=args.chains, progress=False)
+def run_edward_lite(model, args, implementation="edward_lite"):
+  common = dict(observed=model.ed_observed, kernel=ed.mcmc.NUTS(implementation=implementation),
+                chains=args.chains, progress=False)
   start = time.perf_counter()
   ed.mcmc.sample(model.ed_fn, *model.ed_args, warmup=1, draws=1, seed=args.seed + 1, **common)
   compile_s = time.perf_counter() - start
@@ -453,6 +458,10 @@ def run_edward_lite(model, args):
   return Run(draws=_as_draws(result.draws, model), compile_s=compile_s, run_s=run_s,
              n_grads=total_grads, grads_draws=np.asarray(result.sample_stats["n_grads"]),
              divergences=float(np.sum(result.divergences)), cpu_s=cpu, wall_s=run_s, note=note)
+
+
+def run_edward_lite_tfp(model, args):
+  return run_edward_lite(model, args, implementation="tfp")
 
 
 def _run_numpyro(model, args, chain_method):
@@ -600,6 +609,7 @@ _STAN_CLEARED = set()
 
 IMPLS = {
     "edward_lite": run_edward_lite,
+    "edward_lite_tfp": run_edward_lite_tfp,
     "numpyro": run_numpyro,
     "numpyro_parallel": run_numpyro_parallel,
     "tfp": run_tfp,

@@ -20,8 +20,9 @@ Kernels:
   scale ``h`` is the "step size", adapted toward acceptance 0.234 (0.44 in 1-D);
 * ``HMC`` -- leapfrog Hamiltonian Monte Carlo with a fixed or jittered
   number of steps;
-* ``NUTS`` -- TFP's iterative, XLA-compilable No-U-Turn sampler (multinomial
-  sampling, maximum tree depth, divergence detection);
+* ``NUTS`` -- the iterative No-U-Turn sampler of ``edward_lite.mcmc.nuts``
+  (multinomial sampling, generalized U-turn criterion, maximum tree depth,
+  divergence detection), or TFP's (``TFPNUTS``);
 * ``ChEES`` -- HMC whose trajectory length is adapted across chains by the
   ChEES criterion (Hoffman, Radul & Sountsov 2021) and jittered.
 
@@ -38,7 +39,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["Kernel", "RWMH", "HMC", "NUTS", "ChEES", "get_kernel"]
+__all__ = ["Kernel", "RWMH", "HMC", "NUTS", "ChEES", "TFPNUTS", "get_kernel"]
 
 MAX_ENERGY_ERROR = 1000.  # |H' - H| above this is a divergence (as Stan)
 
@@ -230,8 +231,8 @@ class HMC(Kernel):
     return new, info
 
 
-class NUTS(Kernel):
-  """The No-U-Turn sampler: TFP's iterative, XLA-compilable implementation.
+class TFPNUTS(Kernel):
+  """TFP's iterative, XLA-compilable No-U-Turn sampler (``NUTS(implementation="tfp")``).
 
   Args:
     max_tree_depth: a trajectory has at most ``2**max_tree_depth - 1``
@@ -358,6 +359,9 @@ def _halton(i):
     i //= 2
   return result
 
+
+# nuts.py builds on this module's base classes, so it is imported last.
+from edward_lite.mcmc.nuts import NUTS  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 KERNELS = {"rwmh": RWMH, "hmc": HMC, "nuts": NUTS, "chees": ChEES}
 

@@ -1,0 +1,222 @@
+"""The No-U-Turn sampler, iterative and batched over chains.
+
+One transition of chains ``z[C, D]`` (identity metric: the sampler hands the
+kernel its preconditioned log density ``f``):
+
+1. ``p ~ N(0, I)``, ``H0 = -f(z) + |p|^2 / 2``.
+2. The trajectory doubles, depth ``d = 0, 1, ...``: in a random direction
+   ``v = +-1`` a subtree of ``2^d`` leapfrog steps of size ``v h`` grows from
+   that end of the tree.  A leaf with energy ``H`` has weight
+   ``w = exp(H0 - H)``.  Inside a subtree the proposal is drawn by
+   progressive uniform sampling (leaf ``i`` replaces it with probability
+   ``w_i / sum_{j<=i} w_j``); a finished subtree's proposal replaces the
+   tree's with probability ``min(1, W_subtree / W_tree)`` (biased progressive
+   sampling, Betancourt 2017, as Stan and NumPyro).
+3. U-turns, by the generalized criterion (Betancourt 2013): a trajectory with
+   end momenta ``p-``, ``p+`` and momentum sum ``rho`` is turning when
+   ``p- . r <= 0`` or ``p+ . r <= 0`` for ``r = rho - (p- + p+) / 2``.  The
+   whole tree is checked after each doubling; inside a subtree every
+   sub-subtree that a new leaf completes is checked against momentum
+   checkpoints, as in the iterative NUTS of Phan, Pradhan & Jankowiak (2019):
+   ``O(max_tree_depth D)`` memory per chain, no recursion.
+4. A subtree that turns or diverges (``H - H0 > 1000`` or not finite) is
+   discarded and the trajectory ends, as it does at ``max_tree_depth``.
+
+The chains advance in lockstep: one iteration of the loop is one leapfrog
+step (one batched gradient) of every chain still building its trajectory.
+Each chain keeps its own depth, leaf index, direction and checkpoints, so no
+chain waits for another at a doubling; a finished chain idles until the
+longest trajectory of the batch is done.
+
+``NUTS(implementation="tfp")`` runs TFP's ``NoUTurnSampler`` instead (kept
+for the side-by-side benchmark, ``benchmarks/mcmc_nuts.py``).
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from edward_lite.mcmc.kernels import (GradState, Kernel, MAX_ENERGY_ERROR, TFPNUTS, _info,
+                                      stateless_normal, stateless_uniform)
+
+__all__ = ["NUTS"]
+
+_Point = collections.namedtuple("_Point", ["z", "p", "grad"])
+
+_Tree = collections.namedtuple("_Tree", [
+    "done", "depth", "leaf",          # [C] bool, [C] int32, [C] int32 (index in subtree)
+    "cursor",                         # the last leaf computed (_Point)
+    "left", "right",                  # the tree's ends (_Point)
+    "proposal", "energy",             # GradState, and its H [C]
+    "log_w", "rho",                   # log sum of weights [C], momentum sum [C, D]
+    "sub_proposal", "sub_energy", "sub_log_w", "sub_rho",  # the growing subtree
+    "ckpt_p", "ckpt_rho",             # checkpoints [C, K, D]
+    "sum_accept", "n_grads",          # sum_i min(1, w_i) [C], leaves computed [C]
+    "diverging"])                     # [C] bool
+
+
+class NUTS(Kernel):
+  """The No-U-Turn sampler (multinomial, generalized U-turn criterion).
+
+  Args:
+    max_tree_depth: a trajectory has at most ``2**max_tree_depth - 1``
+      leapfrog steps.
+    target_accept: acceptance statistic targeted by step-size adaptation
+      (the mean of ``min(1, exp(H0 - H))`` over the trajectory's leaves).
+    implementation: ``"edward_lite"`` (this module) or ``"tfp"``
+      (``tfp.mcmc.NoUTurnSampler``).
+  """
+
+  name = "nuts"
+
+  def __init__(self, max_tree_depth=10, target_accept=0.8, implementation="edward_lite"):
+    if not 1 <= int(max_tree_depth) <= 30:
+      raise ValueError(f"NUTS max_tree_depth must be between 1 and 30; got {max_tree_depth}.")
+    if implementation not in ("edward_lite", "tfp"):
+      raise ValueError(f"NUTS implementation must be 'edward_lite' or 'tfp'; got "
+                       f"{implementation!r}.")
+    self.max_tree_depth, self.target_accept = int(max_tree_depth), float(target_accept)
+    self.implementation = implementation
+    self._tfp = TFPNUTS(max_tree_depth, target_accept) if implementation == "tfp" else None
+
+  def init(self, z, fn, step_size):
+    if self._tfp:
+      return self._tfp.init(z, fn, step_size)
+    lp, grad = tfp.math.value_and_gradient(fn, z)
+    return GradState(z, lp, grad)
+
+  def state(self, kstate):
+    return self._tfp.state(kstate) if self._tfp else kstate.z
+
+  def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
+    if self._tfp:
+      return self._tfp.one_step(kstate, step_size, seed, fn, step, adapt_state)
+    depth_max = self.max_tree_depth
+    z, dtype = kstate.z, kstate.z.dtype
+    chains, dim = z.shape[0], z.shape[1]
+    seeds = tf.random.experimental.stateless_split(seed, 3)
+    p0 = stateless_normal(tf.shape(z), seeds[0], dtype)
+    directions = tf.where(stateless_uniform([chains, depth_max], seeds[1], dtype) < 0.5,
+                          tf.constant(-1., dtype), tf.constant(1., dtype))
+    h0 = -kstate.log_prob + 0.5 * tf.reduce_sum(tf.square(p0), -1)
+    start = _Point(z, p0, kstate.grad)
+    zeros_c = tf.zeros([chains], dtype)
+    tree = _Tree(
+        done=tf.zeros([chains], tf.bool), depth=tf.zeros([chains], tf.int32),
+        leaf=tf.zeros([chains], tf.int32), cursor=start, left=start, right=start,
+        proposal=kstate, energy=h0, log_w=zeros_c, rho=p0,
+        sub_proposal=kstate, sub_energy=h0, sub_log_w=zeros_c, sub_rho=tf.zeros_like(p0),
+        ckpt_p=tf.zeros([chains, depth_max, dim], dtype),
+        ckpt_rho=tf.zeros([chains, depth_max, dim], dtype),
+        sum_accept=zeros_c, n_grads=tf.zeros([chains], tf.int32),
+        diverging=tf.zeros([chains], tf.bool))
+
+    def body(i, tree):
+      leaf_seed = tf.random.experimental.stateless_fold_in(seeds[2], i)
+      return i + 1, _leapfrog_leaf(tree, fn, step_size, directions, h0, leaf_seed, depth_max)
+
+    _, tree = tf.while_loop(lambda i, tree: ~tf.reduce_all(tree.done), body,
+                            (tf.constant(0), tree))
+    accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
+    return tree.proposal, _info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
+                                tree.proposal.log_prob)
+
+
+def _where(mask, new, old):
+  """Per-chain select of two structures of ``[C, ...]`` tensors."""
+  def pick(a, b):
+    return tf.where(tf.reshape(mask, [-1] + [1] * (a.shape.rank - 1)), a, b)
+  return tf.nest.map_structure(pick, new, old)
+
+
+def _turning(p_left, p_right, rho):
+  """Generalized U-turn criterion over the last axis (any leading shape)."""
+  r = rho - 0.5 * (p_left + p_right)
+  return (tf.reduce_sum(p_left * r, -1) <= 0.) | (tf.reduce_sum(p_right * r, -1) <= 0.)
+
+
+def _checkpoint_range(leaf, depth_max):
+  """Checkpoint slots ``[lo, hi]`` that leaf ``n`` of a subtree involves.
+
+  An even leaf stores its momentum (and the running momentum sum) in slot
+  ``hi = popcount(n >> 1)``; an odd leaf closes ``t`` nested sub-subtrees,
+  ``t`` the number of trailing one bits of ``n``, whose first leaves sit in
+  slots ``hi - t + 1 .. hi``.
+  """
+  bits = [tf.bitwise.bitwise_and(tf.bitwise.right_shift(leaf, k), 1)
+          for k in range(depth_max + 1)]
+  hi = tf.add_n(bits[1:])
+  trailing = tf.add_n([tf.bitwise.bitwise_and(tf.bitwise.right_shift(
+      tf.bitwise.bitwise_xor(leaf, leaf + 1), k), 1) for k in range(depth_max + 1)]) - 1
+  return hi - trailing + 1, hi
+
+
+def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max):
+  """One leapfrog step of every running chain, and the tree bookkeeping."""
+  dtype = h0.dtype
+  active = ~tree.done
+  first = tree.leaf == 0  # the leaf starts a new subtree
+  v = tf.gather(directions, tf.minimum(tree.depth, depth_max - 1), batch_dims=1)
+  forward = v > 0.
+  end = _where(forward, tree.right, tree.left)
+  z, p, grad = _where(first, end, tree.cursor)
+  eps = v[:, None] * step_size
+  p = p + 0.5 * eps * grad
+  z = z + eps * p
+  log_prob, grad = tfp.math.value_and_gradient(fn, z)
+  p = p + 0.5 * eps * grad
+  leaf_point = _Point(z, p, grad)
+
+  energy = -log_prob + 0.5 * tf.reduce_sum(tf.square(p), -1)
+  delta = energy - h0
+  bad_energy = ~(delta <= MAX_ENERGY_ERROR)  # NaN too
+  log_w_leaf = tf.where(bad_energy, tf.constant(-np.inf, dtype), -delta)
+  accept_leaf = tf.where(bad_energy, tf.zeros_like(delta), tf.exp(tf.minimum(-delta, 0.)))
+  u = stateless_uniform([2, tf.shape(z)[0]], seed, dtype)
+
+  # Progressive uniform sampling inside the subtree.
+  sub_log_w_old = tf.where(first, tf.constant(-np.inf, dtype), tree.sub_log_w)
+  sub_log_w = tf.experimental.numpy.logaddexp(sub_log_w_old, log_w_leaf)
+  take_leaf = first | (tf.math.log(u[0]) < log_w_leaf - sub_log_w)
+  sub_proposal = _where(take_leaf, GradState(z, log_prob, grad), tree.sub_proposal)
+  sub_energy = tf.where(take_leaf, energy, tree.sub_energy)
+  sub_rho = tf.where(first[:, None], p, tree.sub_rho + p)
+
+  # Checkpoints and the U-turns of the sub-subtrees this leaf completes.
+  lo, hi = _checkpoint_range(tree.leaf, depth_max)
+  slots = tf.range(depth_max)[None]
+  even = tf.equal(tf.math.floormod(tree.leaf, 2), 0)
+  store = (even & active)[:, None] & tf.equal(slots, hi[:, None])
+  ckpt_p = tf.where(store[..., None], p[:, None], tree.ckpt_p)
+  ckpt_rho = tf.where(store[..., None], sub_rho[:, None], tree.ckpt_rho)
+  sub_sums = sub_rho[:, None] - ckpt_rho + ckpt_p
+  checked = (~even)[:, None] & (slots >= lo[:, None]) & (slots <= hi[:, None])
+  sub_turning = tf.reduce_any(checked & _turning(ckpt_p, p[:, None], sub_sums), -1)
+  sub_bad = bad_energy | sub_turning
+  leaf = tree.leaf + 1
+  sub_done = sub_bad | tf.equal(leaf, tf.bitwise.left_shift(tf.ones_like(leaf), tree.depth))
+
+  # A finished subtree joins the tree (biased progressive sampling).
+  merge = sub_done & ~sub_bad
+  take_sub = merge & (tf.math.log(u[1]) < sub_log_w - tree.log_w)
+  proposal = _where(take_sub, sub_proposal, tree.proposal)
+  tree_energy = tf.where(take_sub, sub_energy, tree.energy)
+  log_w = tf.where(merge, tf.experimental.numpy.logaddexp(tree.log_w, sub_log_w), tree.log_w)
+  rho = tf.where(merge[:, None], tree.rho + sub_rho, tree.rho)
+  left = _where(merge & ~forward, leaf_point, tree.left)
+  right = _where(merge & forward, leaf_point, tree.right)
+  turning = merge & _turning(left.p, right.p, rho)
+  depth = tf.where(sub_done, tree.depth + 1, tree.depth)
+  done = sub_bad | turning | (sub_done & (depth >= depth_max))
+
+  new = _Tree(
+      done=done, depth=depth, leaf=tf.where(sub_done, 0, leaf),
+      cursor=leaf_point, left=left, right=right,
+      proposal=proposal, energy=tree_energy, log_w=log_w, rho=rho,
+      sub_proposal=sub_proposal, sub_energy=sub_energy, sub_log_w=sub_log_w, sub_rho=sub_rho,
+      ckpt_p=ckpt_p, ckpt_rho=ckpt_rho,
+      sum_accept=tree.sum_accept + accept_leaf, n_grads=tree.n_grads + 1,
+      diverging=tree.diverging | bad_energy)
+  return _where(active, new, tree)

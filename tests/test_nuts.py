@@ -1,0 +1,167 @@
+"""edward_lite's own NUTS kernel against a recursive reference and TFP's.
+
+The posterior checks of every kernel (analytic posteriors, eight schools)
+are in test_mcmc.py; here the trajectory itself is checked: for the same
+initial momenta and directions, the iterative, chain-batched tree must stop
+exactly where the textbook recursive construction (Hoffman & Gelman 2014,
+with Betancourt's generalized U-turn criterion) stops.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import edward_lite as ed
+from edward_lite.mcmc import kernels, nuts
+from edward_lite.mcmc.kernels import GradState
+
+
+def test_checkpoint_slots_are_the_subtrees_a_leaf_closes():
+  depth_max = 6
+  leaves = np.arange(2 ** depth_max)
+  lo, hi = nuts._checkpoint_range(tf.constant(leaves, tf.int32), depth_max)
+  for n, a, b in zip(leaves, lo.numpy(), hi.numpy()):
+    popcount = lambda k: bin(k).count("1")
+    if n % 2 == 0:  # an even leaf stores its momentum in slot hi
+      assert b == popcount(n >> 1)
+      continue
+    # Odd leaf n closes the aligned blocks [n - 2^j + 1, n], j = 1..t, t the
+    # trailing ones of n; each block's first (even) leaf stored its slot.
+    t = len(bin(n)) - len(bin(n).rstrip("1"))
+    slots = sorted(popcount((n - 2 ** j + 1) >> 1) for j in range(1, t + 1))
+    assert slots == list(range(a, b + 1)), n
+
+
+def _reference_trajectory(log_prob, grad, z, p, h, directions, max_depth):
+  """Recursive NUTS tree of one chain: (leapfrog steps, depth, diverging)."""
+  h0 = -log_prob(z) + 0.5 * p @ p
+
+  def turning(p_a, p_b, rho):
+    r = rho - 0.5 * (p_a + p_b)
+    return p_a @ r <= 0 or p_b @ r <= 0
+
+  def build(point, v, depth):
+    """(ok, far end, momentum sum, steps, diverging, first p, last p)."""
+    if depth == 0:
+      z, p = point
+      p = p + 0.5 * v * h * grad(z)
+      z = z + v * h * p
+      p = p + 0.5 * v * h * grad(z)
+      bad = not (-log_prob(z) + 0.5 * p @ p - h0 <= 1000.)
+      return not bad, (z, p), p, 1, bad, p, p
+    ok, far, rho, n, bad, first, last = build(point, v, depth - 1)
+    if not ok:
+      return False, far, rho, n, bad, first, last
+    ok, far, rho2, n2, bad, _, last = build(far, v, depth - 1)
+    if not ok:
+      return False, far, rho, n + n2, bad, first, last
+    rho = rho + rho2
+    return not turning(first, last, rho), far, rho, n + n2, False, first, last
+
+  left = right = (z, p)
+  rho, steps = p.copy(), 0
+  for depth in range(max_depth):
+    v = directions[depth]
+    ok, far, sub_rho, n, bad, _, _ = build(right if v > 0 else left, v, depth)
+    steps += n
+    if not ok:
+      return steps, depth + 1, bad
+    if v > 0:
+      right = far
+    else:
+      left = far
+    rho = rho + sub_rho
+    if turning(left[1], right[1], rho):
+      return steps, depth + 1, False
+  return steps, max_depth, False
+
+
+PRECISION = np.linalg.inv(np.array([[1., .8, 0.], [.8, 1., .3], [0., .3, 2.]]))
+
+
+@pytest.mark.parametrize("case", ["gaussian", "stiff"])
+def test_tree_sizes_equal_the_recursive_construction(case):
+  """Per chain: leapfrog steps, depth and divergence equal the reference's."""
+  chains, dim, max_depth = 24, 3, 8
+  if case == "gaussian":
+    h, shift = 0.25, 0.
+    log_prob_np = lambda z: -0.5 * z @ PRECISION @ z
+    grad_np = lambda z: -PRECISION @ z
+    fn = lambda z: -0.5 * tf.einsum("cd,de,ce->c", z, tf.constant(PRECISION), z)
+  else:  # exp(4 z) walls: steps toward them diverge
+    h, shift = 0.1, -0.5
+    log_prob_np = lambda z: -np.sum(np.exp(4. * z) + 0.5 * z ** 2)
+    grad_np = lambda z: -(4. * np.exp(4. * z) + z)
+    fn = lambda z: -tf.reduce_sum(tf.exp(4. * z) + 0.5 * z ** 2, -1)
+  rng = np.random.default_rng(0)
+  z0 = rng.normal(size=(chains, dim)) + shift
+  kernel = ed.mcmc.NUTS(max_tree_depth=max_depth)
+  seed = tf.constant([3, 4], tf.int32)
+
+  @tf.function
+  def one_step(z):
+    with kernels.random_algorithm("philox"):
+      state = kernel.init(z, fn, h)
+      new, info = kernel.one_step(state, tf.constant([[h]], tf.float64), seed, fn)
+      # The kernel's initial momenta and directions, drawn as it draws them.
+      seeds = tf.random.experimental.stateless_split(seed, 3)
+      p0 = kernels.stateless_normal(tf.shape(z), seeds[0], z.dtype)
+      u = kernels.stateless_uniform([chains, max_depth], seeds[1], z.dtype)
+    return new, info, p0, tf.where(u < 0.5, -1., 1.)
+
+  new, info, p0, directions = one_step(tf.constant(z0))
+  expected = [_reference_trajectory(log_prob_np, grad_np, z0[c], p0.numpy()[c], h,
+                                    directions.numpy()[c], max_depth) for c in range(chains)]
+  steps, depth, diverging = map(np.array, zip(*expected))
+  np.testing.assert_array_equal(info["n_grads"].numpy(), steps)
+  np.testing.assert_array_equal(info["tree_depth"].numpy(), depth)
+  np.testing.assert_array_equal(info["diverging"].numpy(), diverging)
+  assert len(set(steps)) > 3  # the chains' trees differ: lockstep is exercised
+  if case == "stiff":
+    assert 0 < diverging.sum() < chains
+  # The new state is a point of each trajectory, with its density and gradient.
+  np.testing.assert_allclose(new.log_prob.numpy(), fn(new.z).numpy(), rtol=1e-12)
+  assert np.all(np.isfinite(new.z.numpy()))
+  accept = info["accept_prob"].numpy()
+  assert np.all((accept >= 0) & (accept <= 1))
+
+
+def test_max_tree_depth_caps_the_trajectory():
+  fn = lambda z: -0.5 * tf.reduce_sum(z ** 2, -1)
+  kernel = ed.mcmc.NUTS(max_tree_depth=2)
+  z = tf.zeros([16, 2], tf.float64) + 0.1
+  with kernels.random_algorithm("philox"):
+    state = kernel.init(z, fn, 0.01)
+    _, info = kernel.one_step(state, tf.constant([[0.01]], tf.float64),
+                              tf.constant([1, 2]), fn)
+  # A step size of 0.01 never turns within 3 steps: every tree is full.
+  np.testing.assert_array_equal(info["n_grads"].numpy(), 3)
+  np.testing.assert_array_equal(info["tree_depth"].numpy(), 2)
+
+
+def test_own_and_tfp_nuts_agree_in_distribution():
+  """Both implementations under the same sampler: a correlated Gaussian's
+  moments agree within Monte Carlo error, and so do their mean tree sizes."""
+  cov = np.array([[1., 1.8], [1.8, 4.]], np.float32)
+
+  def model():
+    return ed.MultivariateNormalTriL(loc=[1., -2.], scale_tril=np.linalg.cholesky(cov), name="x")
+
+  runs = {impl: ed.mcmc.sample(model, kernel=ed.mcmc.NUTS(implementation=impl), chains=8,
+                               warmup=300, draws=500, seed=2, progress=False)
+          for impl in ("edward_lite", "tfp")}
+  x = {k: r.draws["x"].astype(np.float64) for k, r in runs.items()}
+  from edward_lite import diagnostics
+  ess = {k: np.asarray(diagnostics.ess_bulk(v)) for k, v in x.items()}
+  mcse = {k: np.sqrt(np.diag(cov)) / np.sqrt(ess[k]) for k in x}
+  diff = np.abs(x["edward_lite"].mean((0, 1)) - x["tfp"].mean((0, 1)))
+  assert np.all(diff < 5 * np.hypot(mcse["edward_lite"], mcse["tfp"])), diff
+  grads = {k: r.sample_stats["n_grads"].mean() for k, r in runs.items()}
+  assert abs(grads["edward_lite"] / grads["tfp"] - 1) < 0.25, grads
+
+
+def test_bad_implementation_is_a_clear_error():
+  with pytest.raises(ValueError, match="implementation must be"):
+    ed.mcmc.NUTS(implementation="stan")
+  assert isinstance(ed.mcmc.NUTS().init(tf.zeros([2, 1]), lambda z: -tf.reduce_sum(z ** 2, -1),
+                                        0.1), GradState)
