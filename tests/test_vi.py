@@ -278,6 +278,61 @@ def test_overflowing_gradient_is_a_nonfinite_step():
   assert all(np.all(np.isfinite(v)) for v in fit.params.values())
 
 
+def test_nonfinite_step_is_diagnosed_on_its_own_draws():
+  # Few draws near the edge of sqrt's domain: the non-finite value is in one
+  # draw of the step only, which the diagnosis must draw again (with XLA's
+  # random numbers, as the compiled step).
+  with pytest.raises(ed.vi.NonFiniteELBOError,
+                     match=r"step \d+: the log-density term of 'y' is not finite at 1 of 8"):
+    ed.vi.fit(sqrt_model, observed={"y": 1.}, steps=200, init={"mu": 2.}, samples=8,
+              family=ed.vi.MeanField(init_scale=0.7), on_nonfinite="stop", progress=False)
+
+
+N_POIS, B_POIS = 20, 5  # four batches an epoch
+X_POIS = np.linspace(-1., 1., N_POIS).astype(np.float32)
+Y_POIS = np.random.default_rng(1).poisson(np.exp(0.5 * X_POIS)).astype(np.float32)
+
+
+def poisson_regression(x):
+  w = ed.Normal(0., 1., name="w")
+  return ed.Poisson(tf.exp(w * x), name="y")
+
+
+def _fit_with_bad_batch(on_nonfinite, **data):
+  return ed.vi.fit(poisson_regression, steps=12, chunk_size=5, seed=3, progress=False,
+                   on_nonfinite=on_nonfinite, **data)
+
+
+def test_nonfinite_step_of_an_array_minibatch_is_diagnosed_on_its_batch():
+  # One count outside the Poisson's support: only the step whose minibatch
+  # holds that row (one an epoch) is non-finite.
+  y = Y_POIS.copy()
+  y[13] = -1.
+  with pytest.warns(RuntimeWarning, match="3 of 12 steps had a non-finite") as record:
+    fit = _fit_with_bad_batch("skip", x=X_POIS, observed={"y": y}, batch_size=B_POIS)
+  bad_steps = np.flatnonzero(~np.isfinite(fit.elbo))
+  np.testing.assert_array_equal(bad_steps // (N_POIS // B_POIS), [0, 1, 2])
+  first = bad_steps[0]
+  assert first > 0 and fit.nonfinite["first_step"] == first  # not the first batch
+  expected = f"the first at step {first}: the log-density term of 'y' is not finite"
+  assert any(expected in str(w.message) for w in record), [str(w.message) for w in record]
+
+
+def test_nonfinite_step_of_a_dataset_is_diagnosed_on_its_batch():
+  # A NaN covariate in the third batch (rows 10..14); only the first batch
+  # is checked when the fit starts.
+  x = X_POIS.copy()
+  x[12] = np.nan
+  dataset = tf.data.Dataset.from_tensor_slices({"x": x, "y": Y_POIS}).batch(B_POIS)
+  with pytest.warns(RuntimeWarning, match="3 of 12 steps .* the first at step 2: the data "
+                    r"'x' of this step contains 1 non-finite value\(s\)"):
+    fit = _fit_with_bad_batch("skip", dataset=dataset)
+  # The skipped step's batch is not read again: steps and batches stay aligned.
+  np.testing.assert_array_equal(np.flatnonzero(np.isnan(fit.elbo)), [2, 6, 10])
+  with pytest.raises(ed.vi.NonFiniteELBOError, match="step 2: the data 'x' of this step"):
+    _fit_with_bad_batch("stop", dataset=dataset)
+
+
 def _interrupted_and_resumed(model, checkpoint_dir, step, settings):
   """Fits with checkpoints, interrupted after ``step``, then resumes."""
 

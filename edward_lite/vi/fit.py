@@ -91,7 +91,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       spend many steps just travelling to the posterior's location.
     on_nonfinite: ``"skip"`` a step whose ELBO or gradient is NaN/inf
       (counted, reported with a warning) or ``"stop"`` with a
-      ``NonFiniteELBOError`` naming the step and the variable.
+      ``NonFiniteELBOError``; both name the first such step and the variable
+      (or data) where the non-finite value appears, found by recomputing
+      that step on its draws and its minibatch.
     chunk_size: steps per compiled call between host updates (default 100).
     progress: tqdm progress bar showing the ELBO (on a terminal).
     checkpoint_dir: directory for checkpoints of the trainable state; an
@@ -127,21 +129,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     if parallel == "data" and batch_size is not None and batch_size % replicas:
       raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
                        f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
-  if dataset is not None:
-    if batch_size is not None:
-      raise ValueError("Give batch_size= (to subsample arrays) or dataset=, not both.")
-    batches = minibatch_lib.DatasetBatches(model, args, kwargs, observed, dataset,
-                                           num_examples)
-    target = batches.target
-  else:
-    target = make_target(model, *args, observed=observed, **kwargs)
-    batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
-               if batch_size is not None else None)
-  if target.dtype is None or not target.dtype.is_floating:
-    raise TypeError("Variational inference needs all latent variables in one floating dtype; "
-                    f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
-  if not target.names:
-    raise ValueError("The program has no latent variables: nothing to fit.")
+  target, batches = _target_and_batches(model, args, kwargs, observed, batch_size, dataset,
+                                        num_examples)
 
   program = is_variational_program(family)
   fam = None if program else get_family(family)
@@ -163,16 +152,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   if warm_start is None:
     warm_start = 0 if program or isinstance(fam, families.MeanField) else min(500, steps)
   warm_start = runtime.check_integer("warm_start", warm_start, 0)
-  if optimizer is None:
-    rate = learning_rate if learning_rate is not None else (
-        0.01 if program else fam.default_learning_rate)
-    if not (np.isfinite(rate) and rate > 0):
-      raise ValueError(f"learning_rate must be a positive number; got {rate!r}.")
-    optimizer = tf_keras.optimizers.Adam(tf_keras.optimizers.schedules.CosineDecay(
-        rate, decay_steps=steps, alpha=0.01))
-  elif not _is_keras_optimizer(optimizer):
-    raise TypeError(f"optimizer must be a Keras optimizer (tf_keras.optimizers.Adam(...) or "
-                    f"keras.optimizers.Adam(...)); got {type(optimizer).__name__}.")
+  optimizer = _optimizer(optimizer, learning_rate,
+                         0.01 if program else fam.default_learning_rate, steps)
 
   ckpt, resumed = None, None
   if checkpoint_dir:
@@ -200,19 +181,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   optimizer.build(surrogate.variables)
 
   state_vars = surrogate.variables + list(optimizer.variables)
-  elbo_chunks, step, skipped, first_bad = [], 0, 0, None
+  step, elbo_chunks, skipped = 0, [], 0
   if resumed is not None:
-    if [np.shape(a) for a in resumed["state"]] != [tuple(v.shape) for v in state_vars]:
-      raise CheckpointMismatchError(
-          f"The checkpoint in {checkpoint_dir} holds variational parameters of other shapes "
-          "than this fit's; use another checkpoint_dir or delete it.")
-    for variable, value in zip(state_vars, resumed["state"]):
-      variable.assign(value)
-    step = resumed["step"]
-    if dataset is not None:
-      batches.seek(step)
-    elbo_chunks = list(resumed["host"]["kept"].get("elbo", []))
-    skipped = int(sum(np.sum(c) for c in resumed["host"]["kept"].get("skipped", [])))
+    step, elbo_chunks, skipped = _restore(resumed, state_vars, batches, checkpoint_dir)
 
   # The model's log density of each step: on this device, or spread over the
   # replicas of a strategy (strategy.run cannot sit inside XLA; each
@@ -234,28 +205,32 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   bar = runtime.progress_bar(progress, steps, step, "fitting")
   timings = dict(compile_s=0., train_s=0.)
   first_chunk, start_step = None, step
-  converged, previous, reason = False, None, None
+  converged, previous, first_bad, reason = False, None, None, None
   while step < steps:
     n = min(chunk, steps - step)
-    # Until the first non-finite step has been diagnosed, stop right before
-    # it (with the parameters it saw); afterwards skip such steps in the loop.
+    # Until the first non-finite step has been diagnosed, stop at it (with
+    # the parameters and the data it saw); afterwards skip such steps in the loop.
     stop_on_bad = on_nonfinite == "stop" or reason is None
     start_time = time.perf_counter()
-    elbo, done, bad_count, bad_step = [t.numpy() for t in run_chunk(
-        tf.constant(step), tf.constant(n), tf.constant(stop_on_bad))]
+    elbo, done, bad_count, data = run_chunk(tf.constant(step), tf.constant(n),
+                                            tf.constant(stop_on_bad))
     elapsed = time.perf_counter() - start_time
     timings["compile_s" if not timings["compile_s"] else "train_s"] += elapsed
     done, bad_count = int(done), int(bad_count)
-    first_chunk = done if first_chunk is None else first_chunk
-    elbo = elbo[:done]
     if bad_count and stop_on_bad:
       first_bad = step + done
-      reason = _diagnose(surrogate, target, batches, seed_t, samples, stl, first_bad)
+      bad_target = batches.target_for(target, data) if batches else target
+      reason = _diagnose(surrogate, target, bad_target, seed_t, samples, stl, first_bad,
+                         jit_compile and strategy is None)
       if on_nonfinite == "stop":
         raise NonFiniteELBOError(
             f"Non-finite ELBO at step {first_bad}: {reason} The parameters are those "
             "before that step; lower the learning rate or check the model.")
-      bad_count = 0  # the step is redone (and skipped) by the next chunk
+      # The step was not applied: count it as skipped here and go on with the
+      # next step (and, from a dataset, the next batch).
+      done += 1
+    first_chunk = done if first_chunk is None else first_chunk
+    elbo = elbo.numpy()[:done]
     skipped += bad_count
     elbo_chunks.append(elbo)
     step += done
@@ -296,11 +271,66 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                   timings=timings, seed=seed)
 
 
+def _target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples):
+  """``(target, batches)``: the full-data target and the source of the
+  minibatches (a ``Minibatcher``, ``DatasetBatches`` or None)."""
+  if dataset is not None:
+    if batch_size is not None:
+      raise ValueError("Give batch_size= (to subsample arrays) or dataset=, not both.")
+    batches = minibatch_lib.DatasetBatches(model, args, kwargs, observed, dataset,
+                                           num_examples)
+    target = batches.target
+  else:
+    target = make_target(model, *args, observed=observed, **kwargs)
+    batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
+               if batch_size is not None else None)
+  if target.dtype is None or not target.dtype.is_floating:
+    raise TypeError("Variational inference needs all latent variables in one floating dtype; "
+                    f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
+  if not target.names:
+    raise ValueError("The program has no latent variables: nothing to fit.")
+  return target, batches
+
+
+def _optimizer(optimizer, learning_rate, default_rate, steps):
+  """``optimizer`` checked, or Adam at ``learning_rate`` (default
+  ``default_rate``) with cosine decay to a hundredth over ``steps``."""
+  if optimizer is None:
+    rate = learning_rate if learning_rate is not None else default_rate
+    if not (np.isfinite(rate) and rate > 0):
+      raise ValueError(f"learning_rate must be a positive number; got {rate!r}.")
+    return tf_keras.optimizers.Adam(tf_keras.optimizers.schedules.CosineDecay(
+        rate, decay_steps=steps, alpha=0.01))
+  if not _is_keras_optimizer(optimizer):
+    raise TypeError(f"optimizer must be a Keras optimizer (tf_keras.optimizers.Adam(...) or "
+                    f"keras.optimizers.Adam(...)); got {type(optimizer).__name__}.")
+  return optimizer
+
+
+def _restore(resumed, state_vars, batches, checkpoint_dir):
+  """Loads a checkpoint into ``state_vars`` and positions a dataset's batch
+  stream; returns ``(step, elbo chunks, skipped steps)`` so far."""
+  if [np.shape(a) for a in resumed["state"]] != [tuple(v.shape) for v in state_vars]:
+    raise CheckpointMismatchError(
+        f"The checkpoint in {checkpoint_dir} holds variational parameters of other shapes "
+        "than this fit's; use another checkpoint_dir or delete it.")
+  for variable, value in zip(state_vars, resumed["state"]):
+    variable.assign(value)
+  step = resumed["step"]
+  if isinstance(batches, minibatch_lib.DatasetBatches):
+    batches.seek(step)
+  kept = resumed["host"]["kept"]
+  return (step, list(kept.get("elbo", [])),
+          int(sum(np.sum(c) for c in kept.get("skipped", []))))
+
+
 # -- the compiled chunk ----------------------------------------------------------
 
 
 def _elbo_and_gradients(surrogate, target, seed, samples, stl, step):
-  """``(elbo, gradients)`` of one step on ``target`` (the step's minibatch)."""
+  """``(elbo, gradients, state, log_q)`` of one step on ``target`` (the step's
+  minibatch): the ELBO estimate, its gradients with respect to the surrogate's
+  variables, and the step's draws with their surrogate log density."""
   draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
   with tf.GradientTape() as tape:
     state, log_q = surrogate.draw(samples, draw_seed, stl)
@@ -309,7 +339,7 @@ def _elbo_and_gradients(surrogate, target, seed, samples, stl, step):
     loss = -elbo
   grads = tape.gradient(loss, surrogate.variables,
                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
-  return elbo, grads
+  return elbo, grads, state, log_q
 
 
 def _make_train_step(surrogate, target, batches, optimizer, seed, samples, stl):
@@ -318,7 +348,7 @@ def _make_train_step(surrogate, target, batches, optimizer, seed, samples, stl):
 
   def train_step(step, data):
     step_target = batches.target_for(target, data) if batches else target
-    elbo, grads = _elbo_and_gradients(surrogate, step_target, seed, samples, stl, step)
+    elbo, grads, _, _ = _elbo_and_gradients(surrogate, step_target, seed, samples, stl, step)
     finite = tf.math.is_finite(elbo)
     for g in grads:
       # The square too: Adam's second moment would overflow to inf (and the
@@ -338,47 +368,68 @@ def _make_train_step(surrogate, target, batches, optimizer, seed, samples, stl):
 def _run_chunk(train_step, batches, seed, start, n, stop_on_bad, capacity, dtype):
   """Runs up to ``n`` steps from step ``start``.
 
-  Returns ``(elbo[capacity], steps done, non-finite steps, first bad step)``;
-  with ``stop_on_bad`` the loop ends at a non-finite step, which is not
-  applied and not counted as done.
+  Returns ``(elbo[capacity], steps done, non-finite steps, data)``, ``data``
+  the data of the last step run (an empty placeholder without minibatches).
+  With ``stop_on_bad`` the loop ends at a non-finite step, which is not
+  applied and not counted as done, and ``data`` is its data.
   """
   # What the batch source carries from step to step (the epoch's permutation).
   carry = batches.carry_init(seed, start) if batches else tf.zeros([0], tf.int32)
+  spec = batches.data_spec if batches else tf.TensorSpec([0], tf.int32)
 
-  def body(i, trace, bad_count, bad_step, carry):
+  def body(i, trace, bad_count, carry, data):
     step = start + i
-    data = None
     if batches:
       carry, data = batches.next(carry, seed, step)
     elbo, finite = train_step(step, data)
     trace = tf.tensor_scatter_nd_update(trace, [[i]], tf.reshape(elbo, [1]))
-    bad_step = tf.where(~finite & (bad_count == 0), step, bad_step)
     bad_count += tf.cast(~finite, tf.int32)
     done = i + tf.where(stop_on_bad & ~finite, 0, 1)
-    return done, trace, bad_count, bad_step, carry
+    return done, trace, bad_count, carry, data
 
-  def cond(i, trace, bad_count, bad_step, carry):
-    del trace, bad_step, carry
+  def cond(i, trace, bad_count, carry, data):
+    del trace, carry, data
     return (i < n) & ~(stop_on_bad & (bad_count > 0))
 
-  i, trace, bad_count, bad_step, _ = tf.while_loop(
-      cond, body, (tf.constant(0), tf.fill([capacity], tf.constant(np.nan, dtype)),
-                   tf.constant(0), tf.constant(-1), carry))
-  return trace, i, bad_count, bad_step
+  loop_vars = (tf.constant(0), tf.fill([capacity], tf.constant(np.nan, dtype)),
+               tf.constant(0), carry, tf.nest.map_structure(_placeholder, spec))
+  # The data's shape as its spec: a dataset's batches may differ in size.
+  shapes = tf.nest.map_structure(lambda v: v.shape, loop_vars[:-1] + (spec,))
+  i, trace, bad_count, _, data = tf.while_loop(cond, body, loop_vars, shape_invariants=shapes)
+  return trace, i, bad_count, data
+
+
+def _placeholder(spec):
+  """A tensor compatible with ``spec`` (its unknown dimensions 0)."""
+  shape = [] if spec.shape.rank is None else [d or 0 for d in spec.shape]
+  return tf.zeros(shape, spec.dtype)
 
 
 # -- diagnosis of a non-finite step ------------------------------------------------
 
 
-def _diagnose(surrogate, target, batches, seed, samples, stl, step):
-  """One sentence: where the first non-finite value of step ``step`` appears."""
+def _diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_compile):
+  """One sentence: where the first non-finite value of step ``step`` appears.
+
+  ``step_target`` is ``target`` on the step's data (its minibatch).  The
+  step's draws, ELBO and gradients are recomputed compiled as in the loop
+  (``jit_compile``): XLA draws other random numbers than TensorFlow's kernels.
+  """
   params = dict(zip(surrogate.parameter_names, surrogate.variables))
   for name, value in params.items():
     if not np.all(np.isfinite(value.numpy())):
       return f"the surrogate parameter '{name}' is not finite."
-  step_target = batches.target_at(target, seed, tf.constant(step)) if batches else target
-  draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
-  state, log_q = surrogate.draw(samples, draw_seed, stl)
+  _, kwargs, observed = step_target.data
+  for name, value in [*kwargs.items(), *observed.items()]:
+    if tf.is_tensor(value) and value.dtype.is_floating:
+      bad = int(np.sum(~np.isfinite(value.numpy())))
+      if bad:
+        return (f"the data '{name}' of this step contains {bad} non-finite value(s) "
+                "(NaN or inf); remove or impute them.")
+  _, elbo_grads, state, log_q = tf.function(
+      lambda: _elbo_and_gradients(surrogate, step_target, seed, samples, stl,
+                                  tf.constant(step)),
+      jit_compile=jit_compile)()
   values = surrogate.constrained(target, state)
   for name, value in values.items():
     bad = int(np.sum(~np.all(np.isfinite(np.reshape(value.numpy(), [samples, -1])), axis=1)))
@@ -399,16 +450,17 @@ def _diagnose(surrogate, target, batches, seed, samples, stl, step):
   for name, grad in grads.items():
     if not np.all(np.isfinite(grad.numpy())):
       return f"the gradient of the log density with respect to '{name}' is not finite."
-  _, grads = _elbo_and_gradients(surrogate, step_target, seed, samples, stl,
-                                 tf.constant(step))
-  for name, grad in zip(surrogate.parameter_names, grads):
-    if not np.all(np.isfinite(grad.numpy())):
+  for name, grad in zip(surrogate.parameter_names, elbo_grads):
+    grad = grad.numpy()
+    if not np.all(np.isfinite(grad)):
       return f"the ELBO gradient with respect to the surrogate parameter '{name}' is not finite."
-    if not np.all(np.isfinite(np.square(grad.numpy()))):
+    with np.errstate(over="ignore"):
+      overflows = not np.all(np.isfinite(np.square(grad)))
+    if overflows:
       return (f"the ELBO gradient with respect to the surrogate parameter '{name}' is so "
-              f"large ({np.max(np.abs(grad.numpy())):.3g}) that the optimizer's squared "
+              f"large ({np.max(np.abs(grad)):.3g}) that the optimizer's squared "
               "gradient overflows; rescale the model (e.g. a tiny scale parameter).")
-  return "the non-finite value could not be reproduced outside the compiled step."
+  return "the non-finite value could not be reproduced by recomputing the step."
 
 
 # -- inputs ---------------------------------------------------------------------

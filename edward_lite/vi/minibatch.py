@@ -73,8 +73,13 @@ class Minibatcher:
     return tf.gather(permutation, position * self.batch_size + tf.range(self.batch_size))
 
   # The interface of the fit loop: a carried state (the epoch's permutation),
-  # the data of a step (its indices), the target on that data.
+  # the data of a step (its indices) and their spec, the target on that data.
   compiled = True  # the whole loop can be one XLA program
+
+  @property
+  def data_spec(self):
+    """The spec of a step's data: its ``B`` indices."""
+    return tf.TensorSpec([self.batch_size], tf.int32)
 
   def carry_init(self, seed, start):
     return self.permutation(seed, start)
@@ -91,7 +96,9 @@ class Minibatcher:
     return target.with_data(args, kwargs, observed, likelihood_scale=self.scale)
 
   def target_at(self, target, seed, step):
-    """``target`` on the minibatch of ``step``."""
+    """``target`` on the minibatch of ``step``, its indices computed here:
+    XLA draws other random numbers than TensorFlow's kernels, so a fit
+    compiled with XLA uses other batches than these."""
     return self.target_for(target, self.indices(seed, step))
 
 
@@ -153,6 +160,11 @@ class DatasetBatches:
     the batch an uninterrupted one would read)."""
     self._iterator = iter(self.dataset.repeat().skip(step))
 
+  @property
+  def data_spec(self):
+    """The spec of a step's data: a batch of the dataset."""
+    return self.dataset.element_spec
+
   def carry_init(self, seed, start):
     del seed, start
     return tf.zeros([0], tf.int32)
@@ -169,11 +181,6 @@ class DatasetBatches:
         kwargs={**self._kwargs, **{k: data[k] for k in self._kwarg_keys}},
         observed={k: data[k] for k in self._observed_keys},
         likelihood_scale=likelihood_scale)
-
-  def target_at(self, target, seed, step):
-    """The target on the first batch (used to diagnose a non-finite step)."""
-    del seed, step
-    return self.target_for(target, self._first)
 
   def full_log_prob_fn(self, model_log_prob, target):
     """A function ``state -> [n]``: the full-data log density, one pass over
