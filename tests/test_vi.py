@@ -369,6 +369,19 @@ def test_dataset_checkpoint_resume_reads_the_next_batch(tmp_path):
   np.testing.assert_allclose(resumed.elbo, full.elbo, rtol=1e-6)
 
 
+def test_resumed_fit_reports_the_first_nonfinite_step_of_the_interrupted_part(tmp_path):
+  x = X_POIS.copy()
+  x[12] = np.nan  # third batch: steps 2, 6, 10
+  dataset = tf.data.Dataset.from_tensor_slices({"x": x, "y": Y_POIS}).batch(B_POIS)
+  settings = dict(dataset=dataset, steps=12, chunk_size=5, seed=3, progress=False)
+  with pytest.warns(RuntimeWarning):
+    full = ed.vi.fit(poisson_regression, **settings)
+  with pytest.warns(RuntimeWarning, match="3 of 12 steps .* the first at step 2: the data 'x'"):
+    resumed = _interrupted_and_resumed(poisson_regression, tmp_path, 8, settings)
+  assert resumed.nonfinite == full.nonfinite
+  np.testing.assert_allclose(resumed.elbo, full.elbo, rtol=1e-6)
+
+
 def test_tolerance_stops_early_and_reproducible():
   a = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=5000, tol=1e-3, seed=10,
                 progress=False)

@@ -181,9 +181,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   optimizer.build(surrogate.variables)
 
   state_vars = surrogate.variables + list(optimizer.variables)
-  step, elbo_chunks, skipped = 0, [], 0
+  step, elbo_chunks, skipped, first_bad, reason = 0, [], 0, None, None
   if resumed is not None:
-    step, elbo_chunks, skipped = _restore(resumed, state_vars, batches, checkpoint_dir)
+    step, elbo_chunks, skipped, first_bad, reason = _restore(resumed, state_vars, batches,
+                                                             checkpoint_dir)
 
   # The model's log density of each step: on this device, or spread over the
   # replicas of a strategy (strategy.run cannot sit inside XLA; each
@@ -205,7 +206,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   bar = runtime.progress_bar(progress, steps, step, "fitting")
   timings = dict(compile_s=0., train_s=0.)
   first_chunk, start_step = None, step
-  converged, previous, first_bad, reason = False, None, None, None
+  converged, previous = False, None
   while step < steps:
     n = min(chunk, steps - step)
     # Until the first non-finite step has been diagnosed, stop at it (with
@@ -239,8 +240,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       bar.set_postfix(elbo=f"{np.nanmean(elbo):.4g}" if done else "nan", skipped=skipped,
                       refresh=False)
     if ckpt and done:
-      ckpt.save([v.numpy() for v in state_vars], step,
-                {"kept": {"elbo": elbo_chunks, "skipped": [np.asarray(bad_count)]}})
+      ckpt.save([v.numpy() for v in state_vars], step, {"kept": {
+          "elbo": elbo_chunks, "skipped": [np.asarray(bad_count)],
+          "first_bad": [np.asarray(-1 if first_bad is None else first_bad)],
+          "reason": [np.asarray(reason or "")]}})
     mean = float(np.nanmean(elbo)) if np.isfinite(elbo).any() else np.nan
     if callback is not None:
       callback(dict(step=step, elbo=mean, skipped=skipped))
@@ -309,7 +312,8 @@ def _optimizer(optimizer, learning_rate, default_rate, steps):
 
 def _restore(resumed, state_vars, batches, checkpoint_dir):
   """Loads a checkpoint into ``state_vars`` and positions a dataset's batch
-  stream; returns ``(step, elbo chunks, skipped steps)`` so far."""
+  stream; returns ``(step, elbo chunks, skipped steps, first non-finite
+  step, its diagnosis)`` so far (the last two None when there was none)."""
   if [np.shape(a) for a in resumed["state"]] != [tuple(v.shape) for v in state_vars]:
     raise CheckpointMismatchError(
         f"The checkpoint in {checkpoint_dir} holds variational parameters of other shapes "
@@ -320,8 +324,11 @@ def _restore(resumed, state_vars, batches, checkpoint_dir):
   if isinstance(batches, minibatch_lib.DatasetBatches):
     batches.seek(step)
   kept = resumed["host"]["kept"]
+  first_bad = int(kept["first_bad"][-1]) if kept.get("first_bad") else -1
   return (step, list(kept.get("elbo", [])),
-          int(sum(np.sum(c) for c in kept.get("skipped", []))))
+          int(sum(np.sum(c) for c in kept.get("skipped", []))),
+          None if first_bad < 0 else first_bad,
+          str(kept["reason"][-1]) if first_bad >= 0 else None)
 
 
 # -- the compiled chunk ----------------------------------------------------------
