@@ -52,7 +52,8 @@ _Tree = collections.namedtuple("_Tree", [
     "proposal", "energy",             # GradState, and its H [C]
     "log_w", "rho",                   # log sum of weights [C], momentum sum [C, D]
     "sub_proposal", "sub_energy", "sub_log_w", "sub_rho",  # the growing subtree
-    "ckpt_p", "ckpt_rho",             # checkpoints [C, K, D]
+    "ckpt_p", "ckpt_rho",             # checkpoints: momentum a_k, and the subtree's
+    "ckpt_pp", "ckpt_prho",           # momentum sum before it b_k [C, K, D]; a.a, a.b [C, K]
     "sum_accept", "n_grads",          # sum_i min(1, w_i) [C], leaves computed [C]
     "diverging"])                     # [C] bool
 
@@ -110,6 +111,8 @@ class NUTS(Kernel):
         sub_proposal=kstate, sub_energy=h0, sub_log_w=zeros_c, sub_rho=tf.zeros_like(p0),
         ckpt_p=tf.zeros([chains, depth_max, dim], dtype),
         ckpt_rho=tf.zeros([chains, depth_max, dim], dtype),
+        ckpt_pp=tf.zeros([chains, depth_max], dtype),
+        ckpt_prho=tf.zeros([chains, depth_max], dtype),
         sum_accept=zeros_c, n_grads=tf.zeros([chains], tf.int32),
         diverging=tf.zeros([chains], tf.bool))
 
@@ -126,9 +129,12 @@ class NUTS(Kernel):
 
 def _where(mask, new, old):
   """Per-chain select of two structures of ``[C, ...]`` tensors."""
-  def pick(a, b):
-    return tf.where(tf.reshape(mask, [-1] + [1] * (a.shape.rank - 1)), a, b)
-  return tf.nest.map_structure(pick, new, old)
+  return tf.nest.map_structure(lambda a, b: tf.where(_mask(mask, a), a, b), new, old)
+
+
+def _mask(mask, x):
+  """``mask [C]`` reshaped to broadcast against ``x [C, ...]``."""
+  return tf.reshape(mask, [-1] + [1] * (x.shape.rank - 1))
 
 
 def _turning(p_left, p_right, rho):
@@ -182,18 +188,34 @@ def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max):
   take_leaf = first | (tf.math.log(u[0]) < log_w_leaf - sub_log_w)
   sub_proposal = _where(take_leaf, GradState(z, log_prob, grad), tree.sub_proposal)
   sub_energy = tf.where(take_leaf, energy, tree.sub_energy)
-  sub_rho = tf.where(first[:, None], p, tree.sub_rho + p)
+  rho_before = tf.where(first[:, None], tf.zeros_like(p), tree.sub_rho)
+  sub_rho = rho_before + p
 
-  # Checkpoints and the U-turns of the sub-subtrees this leaf completes.
+  # Checkpoints, and the U-turns of the sub-subtrees this leaf completes.
+  # Sub-subtree k (first leaf momentum a, momentum sum before it b) ends at
+  # this leaf (momentum p, subtree sum rho): its sum is S = rho - b and, with
+  # r = S - (a + p) / 2,  a.r = a.rho - a.b - a.a/2 - a.p/2  and
+  # p.r = p.rho - p.b - p.a/2 - p.p/2: two batched mat-vecs over the slots.
   lo, hi = _checkpoint_range(tree.leaf, depth_max)
-  slots = tf.range(depth_max)[None]
   even = tf.equal(tf.math.floormod(tree.leaf, 2), 0)
-  store = (even & active)[:, None] & tf.equal(slots, hi[:, None])
-  ckpt_p = tf.where(store[..., None], p[:, None], tree.ckpt_p)
-  ckpt_rho = tf.where(store[..., None], sub_rho[:, None], tree.ckpt_rho)
-  sub_sums = sub_rho[:, None] - ckpt_rho + ckpt_p
+  slot = tf.stack([tf.range(tf.shape(hi)[0]), hi], -1)
+
+  def store(ckpt, value):
+    return tf.tensor_scatter_nd_update(
+        ckpt, slot, tf.where(_mask(even, value), value, tf.gather_nd(ckpt, slot)))
+
+  ckpt_p, ckpt_rho = store(tree.ckpt_p, p), store(tree.ckpt_rho, rho_before)
+  ckpt_pp = store(tree.ckpt_pp, tf.reduce_sum(p * p, -1))
+  ckpt_prho = store(tree.ckpt_prho, tf.reduce_sum(p * rho_before, -1))
+  a_rho = tf.reduce_sum(ckpt_p * sub_rho[:, None], -1)  # [C, K]
+  a_p = tf.reduce_sum(ckpt_p * p[:, None], -1)
+  b_dot_p = tf.reduce_sum(ckpt_rho * p[:, None], -1)
+  a_r = a_rho - ckpt_prho - 0.5 * ckpt_pp - 0.5 * a_p
+  p_r = (tf.reduce_sum(p * sub_rho, -1)[:, None] - b_dot_p - 0.5 * a_p
+         - 0.5 * tf.reduce_sum(p * p, -1)[:, None])
+  slots = tf.range(depth_max)[None]
   checked = (~even)[:, None] & (slots >= lo[:, None]) & (slots <= hi[:, None])
-  sub_turning = tf.reduce_any(checked & _turning(ckpt_p, p[:, None], sub_sums), -1)
+  sub_turning = tf.reduce_any(checked & ((a_r <= 0.) | (p_r <= 0.)), -1)
   sub_bad = bad_energy | sub_turning
   leaf = tree.leaf + 1
   sub_done = sub_bad | tf.equal(leaf, tf.bitwise.left_shift(tf.ones_like(leaf), tree.depth))
@@ -211,12 +233,18 @@ def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max):
   depth = tf.where(sub_done, tree.depth + 1, tree.depth)
   done = sub_bad | turning | (sub_done & (depth >= depth_max))
 
-  new = _Tree(
-      done=done, depth=depth, leaf=tf.where(sub_done, 0, leaf),
+  # A finished chain's trajectory state may go on changing (it is never read
+  # again); what it reports stays as it was.
+  def keep(new, old):
+    return _where(active, new, old)
+
+  return _Tree(
+      done=tree.done | done, depth=keep(depth, tree.depth), leaf=tf.where(sub_done, 0, leaf),
       cursor=leaf_point, left=left, right=right,
-      proposal=proposal, energy=tree_energy, log_w=log_w, rho=rho,
-      sub_proposal=sub_proposal, sub_energy=sub_energy, sub_log_w=sub_log_w, sub_rho=sub_rho,
-      ckpt_p=ckpt_p, ckpt_rho=ckpt_rho,
-      sum_accept=tree.sum_accept + accept_leaf, n_grads=tree.n_grads + 1,
-      diverging=tree.diverging | bad_energy)
-  return _where(active, new, tree)
+      proposal=keep(proposal, tree.proposal), energy=keep(tree_energy, tree.energy),
+      log_w=log_w, rho=rho, sub_proposal=sub_proposal, sub_energy=sub_energy,
+      sub_log_w=sub_log_w, sub_rho=sub_rho, ckpt_p=ckpt_p, ckpt_rho=ckpt_rho,
+      ckpt_pp=ckpt_pp, ckpt_prho=ckpt_prho,
+      sum_accept=tree.sum_accept + tf.where(active, accept_leaf, 0.),
+      n_grads=tree.n_grads + tf.cast(active, tf.int32),
+      diverging=tree.diverging | (active & bad_energy))
