@@ -730,10 +730,19 @@ def report_model(model, runs, stats, args):
       best = (max if higher else min)(pool, key=lambda n: pool[n][key])
       print(f"  edward_lite / best peer, {label:20s}: {e[key] / peers[best][key]:6.2f} "
             f"(best peer {best}; {'higher' if higher else 'lower'} is better for edward_lite)")
+    target = {n: s for n, s in peers.items() if n.startswith(("numpyro", "stan"))}
+    if target:  # the target: at least the best of Stan and NumPyro
+      best = max(target, key=lambda n: target[n]["ess_per_s"])
+      print(f"  edward_lite / best of Stan and NumPyro, ESS/s excl. compile: "
+            f"{e['ess_per_s'] / target[best]['ess_per_s']:6.2f} ({best})")
     ed_c = runs["edward_lite"].compile_s
-    best_c = min(fresh or peers, key=lambda n: runs[n].compile_s)
-    print(f"  edward_lite / best peer, {'compile seconds':20s}: "
-          f"{ed_c / max(runs[best_c].compile_s, 1e-9):6.2f} (best peer {best_c})")
+    # tfp's compile time is estimated as a difference of two calls; a value
+    # near zero is that estimate's noise, not a compile time.
+    timed = {n for n in (fresh or peers) if runs[n].compile_s >= 0.05}
+    if timed:
+      best_c = min(timed, key=lambda n: runs[n].compile_s)
+      print(f"  edward_lite / best peer, {'compile seconds':20s}: "
+            f"{ed_c / runs[best_c].compile_s:6.2f} (best peer {best_c})")
   return failures
 
 
