@@ -149,8 +149,8 @@ def test_sharding_errors(strategies):
 
 
 def _sample(**kwargs):
-  kwargs = {"warmup": 60, "draws": 40, **kwargs}
-  return ed.mcmc.sample(logistic, X, offset=OFFSET, observed={"y": Y}, chains=4, seed=3,
+  kwargs = {"warmup": 60, "draws": 40, "chains": 4, **kwargs}
+  return ed.mcmc.sample(logistic, X, offset=OFFSET, observed={"y": Y}, seed=3,
                         progress=False, **kwargs)
 
 
@@ -192,6 +192,91 @@ def test_data_parallel_nuts_recovers_conjugate_posterior(strategies):
   se = s / np.sqrt(result.summary(print_table=False)["mu"]["ess_bulk"])
   assert abs(draws.mean() - m) < 4 * se
   assert abs(draws.std() / s - 1) < 0.15
+
+
+# -- chain groups: the whole sampler per device ----------------------------------------
+
+
+def _normal_mean_data():
+  y = np.random.default_rng(4).normal(1.5, 1., size=101)
+  precision = 1 / 100. + len(y)
+  return y, y.sum() / precision, precision ** -0.5
+
+
+def normal_mean(n):
+  mu = ed.Normal(tf.constant(0., F64), tf.constant(10., F64), name="mu")
+  return ed.Normal(mu, tf.constant(1., F64), sample_shape=n, name="y")
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, pooled):
+  reference = _sample(pooled=pooled)
+  result = _sample(strategy=strategies[1], parallel="chain_groups", pooled=pooled)
+  for name in ("w", "tau"):
+    np.testing.assert_array_equal(result.draws[name], reference.draws[name])
+  np.testing.assert_array_equal(result.step_size, reference.step_size)
+
+
+@pytest.mark.parametrize("pooled, dense", [(True, False), (False, False), (True, True)])
+def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
+  from edward_lite.mcmc import groups
+  from edward_lite.mcmc.sample import _Program, _state_template
+  program = _Program.get(logistic, (X,), {"offset": OFFSET}, {"y": Y},
+                                    ed.mcmc.ChEES(), 4, pooled)
+  template = _state_template(program, ed.mcmc.ChEES(), 4, pooled, dense)
+  rng = np.random.default_rng(0)
+  state = tf.nest.map_structure(
+      lambda x: tf.constant(rng.normal(size=x.shape).astype(x.dtype.as_numpy_dtype))
+      if x.dtype.is_floating else x, template)
+  chain_groups = groups.ChainGroups(strategies[2], 4, pooled)
+  blocks = chain_groups.split(state)
+  assert blocks[1].u.shape == (2, D + 1)
+  np.testing.assert_array_equal(blocks[1].u, state.u[2:])
+  np.testing.assert_array_equal(blocks[1].stream.batch_sums, state.stream.batch_sums[:, 2:])
+  for got, want in zip(tf.nest.flatten(chain_groups.merge(blocks)), tf.nest.flatten(state)):
+    np.testing.assert_array_equal(got, want)
+
+
+def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies):
+  y, m, s = _normal_mean_data()
+  kwargs = dict(observed={"y": y}, chains=8, warmup=200, draws=300, seed=5, progress=False,
+                strategy=strategies[2], parallel="chain_groups", init={"mu": 0.})
+  result = ed.mcmc.sample(normal_mean, len(y), **kwargs)
+  draws = result.draws["mu"]
+  se = s / np.sqrt(result.summary(print_table=False)["mu"]["ess_bulk"])
+  assert abs(draws.mean() - m) < 4 * se
+  assert abs(draws.std() / s - 1) < 0.15
+  np.testing.assert_array_equal(ed.mcmc.sample(normal_mean, len(y), **kwargs).draws["mu"], draws)
+  # Same initial state everywhere: the two blocks differ only by their seeds.
+  assert not np.allclose(draws[:, 0], draws[:, 4])
+
+
+def test_chain_groups_resume_from_a_checkpoint(strategies, tmp_path):
+  y, _, _ = _normal_mean_data()
+  kwargs = dict(observed={"y": y}, kernel="hmc", chains=4, warmup=60, draws=60, seed=2,
+                chunk_size=20, progress=False, strategy=strategies[2], parallel="chain_groups")
+  full = ed.mcmc.sample(normal_mean, len(y), **kwargs)
+
+  def interrupt(info):
+    if info["step"] == 80:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ed.mcmc.sample(normal_mean, len(y), checkpoint_dir=tmp_path, callback=interrupt, **kwargs)
+  resumed = ed.mcmc.sample(normal_mean, len(y), checkpoint_dir=tmp_path, **kwargs)
+  np.testing.assert_array_equal(resumed.draws["mu"], full.draws["mu"])
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="chain_groups"):
+    ed.mcmc.sample(normal_mean, len(y), checkpoint_dir=tmp_path,
+                   **dict(kwargs, strategy=strategies[4]))
+
+
+def test_chain_groups_errors(strategies):
+  with pytest.raises(ValueError, match="multiple of the 2 devices"):
+    _sample(chains=3, strategy=strategies[2], parallel="chain_groups")
+  with pytest.raises(ValueError, match="needs a strategy"):
+    _sample(parallel="chain_groups")
+  with pytest.raises(ValueError, match="parallel must be"):
+    _sample(strategy=strategies[2], parallel="replicas")
 
 
 # -- VI ---------------------------------------------------------------------------------

@@ -1,0 +1,109 @@
+"""Chain groups: the whole compiled sampler on each device, for a block of chains.
+
+``ed.mcmc.sample(..., strategy=..., parallel="chain_groups")`` splits the
+``C`` chains into ``R`` blocks of ``C / R``, one per device of the strategy
+(GPUs, or logical CPU devices, which puts each block on its own core), and
+runs each chunk of transitions as ``R`` independent XLA programs at once, in
+host threads: no communication inside a chunk, so the devices never wait for
+each other between steps (NumPyro's ``chain_method="parallel"``).  Between
+chunks the host merges the blocks' states into the state of all ``C``
+chains -- the one the single-device sampler keeps, so metric updates,
+checkpoints and results are shared code -- and splits it again:
+
+* per-chain fields (states, Welford moments, streaming statistics, per-chain
+  step sizes) are concatenated along the chain axis;
+* pooled step-size adaptation (dual averaging) and kernel adaptation (ChEES'
+  trajectory length) run within each block during a chunk and are averaged
+  over the blocks at its end; the metric, estimated at the end of a window,
+  is pooled over all chains exactly.
+
+Block ``g`` draws its random numbers from ``fold_in(seed, g)``: a seed gives
+the same draws for a fixed number of blocks, and with one block the same as
+the single-device sampler.
+"""
+
+import concurrent.futures
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["ChainGroups"]
+
+
+class ChainGroups:
+  """``R`` blocks of chains, one per device."""
+
+  def __init__(self, strategy, chains, pooled):
+    devices = list(strategy.extended.worker_devices)
+    if chains % len(devices):
+      raise ValueError(f"parallel='chain_groups' needs chains to be a multiple of the "
+                       f"{len(devices)} devices; got chains={chains}.")
+    self.devices, self.size, self.pooled = devices, len(devices), pooled
+    self._pool = concurrent.futures.ThreadPoolExecutor(self.size)
+
+  def run_chunk(self, run_chunk, state, final_step, seed, *args):
+    """``run_chunk`` (one block's compiled chunk, with the arguments of
+    ``_Program.run_chunk``) on every block at once; returns the merged state
+    and the outputs as NumPy."""
+    parts = self.split(state)
+
+    def run(g):
+      block_seed = tf.random.experimental.stateless_fold_in(seed, g) if self.size > 1 else seed
+      with tf.device(self.devices[g]):
+        new, out = run_chunk(parts[g], final_step, block_seed, *args)
+        return new, tf.nest.map_structure(lambda t: t.numpy(), out)
+
+    results = list(self._pool.map(run, range(self.size)))
+    states, outs = zip(*results)
+    out = {"kept": {k: np.concatenate([o["kept"][k] for o in outs], axis=1)
+                    for k in outs[0]["kept"]},
+           "totals": {k: np.concatenate([o["totals"][k] for o in outs], axis=0)
+                      for k in outs[0]["totals"]}}
+    return self.merge(states), out
+
+  def _axes(self, state):
+    """The chain axis of every field of a ChunkState (None: one value for all
+    chains), as a structure like ``state``."""
+    per_chain = None if self.pooled else 0  # step sizes; a diagonal scale
+    stream = state.stream
+    return state._replace(
+        u=0, scale=per_chain if state.scale.shape.rank == 2 else None,
+        dual_avg=tf.nest.map_structure(lambda x: per_chain, state.dual_avg),
+        metric=state.metric._replace(count=None, mean=0, m2=0),
+        kernel_adapt=tf.nest.map_structure(lambda x: None, state.kernel_adapt),
+        stream=stream._replace(
+            halves=stream.halves._replace(count=None, mean=1, m2=1), batch_sums=1,
+            partial=0, in_batch=None, batch_size=None, filled=None))
+
+  def split(self, state):
+    """The states of the ``R`` blocks."""
+    axes = tf.nest.flatten(self._axes(state))
+    blocks = [tf.split(x, self.size, axis=a) if a is not None else [x] * self.size
+              for x, a in zip(tf.nest.flatten(state), axes)]
+    return [tf.nest.pack_sequence_as(state, [b[g] for b in blocks]) for g in range(self.size)]
+
+  def merge(self, states):
+    """The state of all chains: per-chain fields concatenated, adaptation
+    averaged over the blocks."""
+    axes = tf.nest.flatten(self._axes(states[0]))
+    averaged = set(_paths(states[0], ("dual_avg", "kernel_adapt")))
+    merged = []
+    for i, (parts, a) in enumerate(zip(zip(*[tf.nest.flatten(s) for s in states]), axes)):
+      if a is not None:
+        merged.append(tf.concat(parts, axis=a))
+      elif i in averaged and parts[0].dtype.is_floating:
+        merged.append(tf.add_n(list(parts)) / len(parts))
+      else:
+        merged.append(parts[0])
+    return tf.nest.pack_sequence_as(states[0], merged)
+
+
+def _paths(state, fields):
+  """Indices, in ``tf.nest.flatten(state)``, of the leaves under ``fields``."""
+  index, out = 0, []
+  for name, value in zip(state._fields, state):
+    n = len(tf.nest.flatten(value))
+    if name in fields:
+      out.extend(range(index, index + n))
+    index += n
+  return out
