@@ -12,6 +12,9 @@ Implementations, all float32, all in one process:
 * ``edward_lite``  -- ``ed.mcmc.sample(kernel=ed.mcmc.RWMH(scale=0.1,
   adapt=False), keep_draws=False, adapt_metric=False, warmup=0)`` with large
   chunks (the library's compiled ``tf.while_loop`` under XLA);
+* ``edward_lite_groups`` -- the same with ``strategy=<2 logical CPU devices>,
+  parallel="chain_groups"``: the compiled sampler once per core, each on half
+  the chains;
 * ``numpy``        -- a vectorized NumPy loop over steps (random numbers drawn
   in blocks of steps, in-place running moments);
 * ``jax``          -- hand-written JAX, the whole loop in one ``jax.jit``
@@ -77,6 +80,9 @@ import tensorflow_probability as tfp  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
 
+# Two logical CPU devices for edward_lite_groups (one block of chains per core).
+ED_DEVICES = ed.distribute.logical_cpus(2)
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  (the header every benchmark prints)
 
@@ -129,14 +135,15 @@ def mixture_ed():
 _ED_COMPILE = {}  # chains -> compile seconds (the compiled program is cached by ed)
 
 
-def run_edward_lite(chains, steps, seed, chunk):
+def run_edward_lite(chains, steps, seed, chunk, **parallel):
   kernel = ed.mcmc.RWMH(scale=PROPOSAL_SCALE, adapt=False)
   common = dict(kernel=kernel, chains=chains, warmup=0, keep_draws=False, adapt_metric=False,
-                init="uniform", init_radius=INIT_RADIUS, progress=False)
-  if chains not in _ED_COMPILE:
+                init="uniform", init_radius=INIT_RADIUS, progress=False, **parallel)
+  key = (chains, bool(parallel))
+  if key not in _ED_COMPILE:
     start = time.perf_counter()
     ed.mcmc.sample(mixture_ed, draws=1, seed=seed + 1, chunk_size=1, **common)
-    _ED_COMPILE[chains] = time.perf_counter() - start
+    _ED_COMPILE[key] = time.perf_counter() - start
   start, cpu = time.perf_counter(), time.process_time()
   result = ed.mcmc.sample(mixture_ed, draws=steps, seed=seed, chunk_size=min(steps, chunk),
                           **common)
@@ -145,8 +152,16 @@ def run_edward_lite(chains, steps, seed, chunk):
     raise AssertionError("edward_lite recompiled on the timed call: "
                          f"{result.timings}")
   mean, var = pooled_moments(result.mean["x"], result.variance["x"])
-  return Result(compile_s=_ED_COMPILE[chains], run_s=run_s, mean=mean, var=var, cpu_s=cpu,
+  return Result(compile_s=_ED_COMPILE[key], run_s=run_s, mean=mean, var=var, cpu_s=cpu,
                 note=f"in-loop {result.timings['sampling_s']:.3g}s")
+
+
+def run_edward_lite_groups(chains, steps, seed, chunk):
+  """The same sampler with the chains split over the two cores:
+  ``parallel="chain_groups"`` on two logical CPU devices."""
+  strategy = ed.distribute.strategy("mirrored", devices=ED_DEVICES)
+  return run_edward_lite(chains, steps, seed, chunk, strategy=strategy,
+                         parallel="chain_groups")
 
 
 # -- NumPy --------------------------------------------------------------------------
@@ -340,6 +355,7 @@ def run_tfp(chains, steps, seed):
 
 IMPLS = {
     "edward_lite": run_edward_lite,
+    "edward_lite_groups": run_edward_lite_groups,
     "numpy": run_numpy,
     "jax": run_jax,
     "jax_sharded": run_jax_sharded,
@@ -359,8 +375,8 @@ def run_one(name, chains, steps, args):
   if name == "numpy" and samples > args.numpy_max_samples:
     return Result(skipped=f"{samples:.1e} samples > --numpy-max-samples")
   try:
-    if name == "edward_lite":
-      res = run_edward_lite(chains, steps, args.seed, args.ed_chunk)
+    if name.startswith("edward_lite"):
+      res = IMPLS[name](chains, steps, args.seed, args.ed_chunk)
     else:
       res = IMPLS[name](chains, steps, args.seed)
   except Exception as e:  # noqa: BLE001 -- report and go on with the other peers
@@ -414,11 +430,13 @@ def print_summary(title, table, impls):
     for name in impls:
       r = row[name]
       cells.append("skipped" if "skipped" in r else f"{r['rate']:.3g} [{r['compile_s']:.1f}]")
-    peers = {n: r["rate"] for n, r in row.items() if n != "edward_lite" and "rate" in r}
+    peers = {n: r["rate"] for n, r in row.items()
+             if not n.startswith("edward_lite") and "rate" in r}
+    ours = {n: r["rate"] for n, r in row.items() if n.startswith("edward_lite") and "rate" in r}
     ratio = "-"
-    if peers and "rate" in row.get("edward_lite", {}):
-      best = max(peers, key=peers.get)
-      ratio = f"{row['edward_lite']['rate'] / peers[best]:.2f} ({best})"
+    if peers and ours:
+      best, mine = max(peers, key=peers.get), max(ours, key=ours.get)
+      ratio = f"{ours[mine] / peers[best]:.2f} ({mine[len('edward_lite'):] or 'ed'} / {best})"
     print(f"  C={chains:<7d} T={steps:<9d}" + "".join(f"{c:>{width}s}" for c in cells) +
           f"{ratio:>26s}")
 
@@ -466,7 +484,7 @@ def billion(args, sweep_tables):
       for (c, t), row in table:
         if c == chains:
           for name, r in row.items():
-            if name != "edward_lite" and "rate" in r and name != "tfp":
+            if not name.startswith("edward_lite") and "rate" in r and name != "tfp":
               rates.setdefault(name, []).append((t, r["rate"]))
     if rates:
       peer = max(rates, key=lambda n: max(rates[n])[1])  # rate at the most steps
@@ -479,18 +497,19 @@ def billion(args, sweep_tables):
       print(f"  fastest peer in a calibration run (C={chains}, T=10^4): {peer} "
             f"({ {n: f'{v:.3g}' for n, v in calib.items()} })")
   out = {}
-  for name in ("edward_lite", peer):
+  ours = [n for n in ("edward_lite", "edward_lite_groups") if n in args.impls]
+  for name in ours + [peer]:
     r = run_one(name, chains, steps, args)
     out[name] = r
     if "skipped" in r:
-      print(f"  {name:12s} skipped: {r['skipped']}")
+      print(f"  {name:18s} skipped: {r['skipped']}")
       continue
-    print(f"  {name:12s} {total:.3g} samples in {r['run_s']:8.2f} s run + {r['compile_s']:.2f} s "
+    print(f"  {name:18s} {total:.3g} samples in {r['run_s']:8.2f} s run + {r['compile_s']:.2f} s "
           f"compile = {r['run_s'] + r['compile_s']:8.2f} s  ({r['rate']:.3g} samples/s)  "
           f"mean {r['mean']:.3f} var {r['var']:.3f}")
-  if all("rate" in r for r in out.values()):
-    print(f"  edward_lite / {peer}: {out['edward_lite']['rate'] / out[peer]['rate']:.2f} "
-          f"(samples/s ratio)")
+  for name in ours:
+    if "rate" in out[name] and "rate" in out[peer]:
+      print(f"  {name} / {peer}: {out[name]['rate'] / out[peer]['rate']:.2f} (samples/s ratio)")
   failures = []
   for name, r in out.items():
     if "mean" not in r:
@@ -523,7 +542,7 @@ def main():
   parser.add_argument("--billion-chains", type=int, default=1000)
   parser.add_argument("--billion-total", type=float, default=1e9,
                       help="samples for --billion (shrink to test the code path)")
-  parser.add_argument("--billion-peer", choices=[n for n in IMPLS if n not in ("edward_lite", "tfp")],
+  parser.add_argument("--billion-peer", choices=[n for n in IMPLS if not n.startswith("edward_lite") and n != "tfp"],
                       help="peer for --billion (default: fastest in the sweeps)")
   parser.add_argument("--tfp-max-samples", type=float, default=2.5e8,
                       help="skip TFP sample_chain above this many stored samples (4 bytes each)")

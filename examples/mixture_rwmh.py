@@ -5,7 +5,11 @@ The massively parallel MCMC blog's example: locs [-2, 0, 3.2, 2.5], scales
 adaptation, thousands of chains advanced together in one XLA program with
 only running moments kept (constant memory).  Exact mean 0.92, variance 9.70.
 
-    python examples/mixture_rwmh.py [--chains 1000] [--steps 10000]
+    python examples/mixture_rwmh.py [--chains 1000] [--steps 10000] [--devices 2]
+
+``--devices R`` splits the chains over ``R`` logical CPU devices (one per
+core) with ``parallel="chain_groups"``: the compiled sampler runs once per
+device on ``chains / R`` chains, the devices in parallel.
 """
 
 import argparse
@@ -39,12 +43,19 @@ def main():
   parser.add_argument("--chains", type=int, default=1000)
   parser.add_argument("--steps", type=int, default=100_000)
   parser.add_argument("--chunk", type=int, default=10_000)
+  parser.add_argument("--devices", type=int, default=1,
+                      help="split the chains over this many logical CPU devices")
   args = parser.parse_args()
+  parallel = {}
+  if args.devices > 1:
+    devices = ed.distribute.logical_cpus(args.devices)
+    parallel = dict(strategy=ed.distribute.strategy("mirrored", devices=devices),
+                    parallel="chain_groups")
   kernel = ed.mcmc.RWMH(scale=0.1, adapt=False)
   start = time.perf_counter()
   result = ed.mcmc.sample(mixture, kernel=kernel, chains=args.chains, warmup=0,
                           draws=args.steps, seed=0, keep_draws=False, adapt_metric=False,
-                          chunk_size=args.chunk, init="uniform")
+                          chunk_size=args.chunk, init="uniform", **parallel)
   wall = time.perf_counter() - start
   samples = args.chains * args.steps
   mean, var = exact_moments()

@@ -338,7 +338,7 @@ class _Program:
 
       def record():
         x = target.constrain_flat(u)
-        new_stream = streaming.stream_update(stream, x, t >= split_at)
+        new_stream = streaming.stream_add(stream, x, t >= split_at)
         if not capacity:
           return new_stream, buffers
         row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
@@ -359,8 +359,17 @@ class _Program:
           max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
       return i + 1, new_kstate, dual_avg, metric, kadapt, stream, buffers, totals
 
+    def batch(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
+      """The transitions up to the end of the current batch of the streaming
+      statistics (or of the chunk), then the batch's bookkeeping: kept out
+      of the per-transition loop, which then only adds to running sums."""
+      end = tf.minimum(n, tf.where(sampling, i + stream.batch_size - stream.in_batch, n))
+      loop_vars = tf.while_loop(lambda i, *_: i < end, body,
+                                (i, kstate, dual_avg, metric, kadapt, stream, buffers, totals))
+      return loop_vars[:5] + (streaming.stream_close(loop_vars[5]),) + loop_vars[6:]
+
     _, kstate, dual_avg, metric, kadapt, stream, buffers, totals = tf.while_loop(
-        lambda i, *_: i < n, body,
+        lambda i, *_: i < n, batch,
         (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt,
          state.stream, buffers, totals))
     new_state = ChunkState(_to_u(kernel.state(kstate), scale), scale, dual_avg, metric, kadapt,

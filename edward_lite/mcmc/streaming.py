@@ -32,7 +32,8 @@ import tensorflow as tf
 
 from edward_lite.mcmc import adaptation
 
-__all__ = ["StreamState", "stream_init", "stream_update", "stream_summary", "NUM_BATCHES"]
+__all__ = ["StreamState", "stream_init", "stream_update", "stream_add", "stream_close",
+           "stream_summary", "NUM_BATCHES"]
 
 NUM_BATCHES = 32  # K, even
 
@@ -57,6 +58,13 @@ def stream_init(chains, dim, dtype):
 
 def stream_update(state, x, second_half):
   """Adds one draw per chain ``x [C, D]``; ``second_half`` a bool Tensor."""
+  return stream_close(stream_add(state, x, second_half))
+
+
+def stream_add(state, x, second_half):
+  """Adds ``x [C, D]`` to the moments of its half and to the current batch;
+  ``stream_close`` must follow before the batch is over-full (the sampler
+  calls it once per batch, every ``batch_size - in_batch`` draws)."""
   half = tf.cast(second_half, tf.int32)
   h = state.halves
   # Gathers, not h.count[half]: XLA compiles a slice's start as a constant,
@@ -70,9 +78,14 @@ def stream_update(state, x, second_half):
       tf.tensor_scatter_nd_update(h.count, index, count[None]),
       tf.tensor_scatter_nd_update(h.mean, index, mean[None]),
       tf.tensor_scatter_nd_update(h.m2, index, m2[None]))
+  return state._replace(halves=halves, partial=state.partial + x,
+                        in_batch=state.in_batch + 1)
 
-  partial = state.partial + x
-  in_batch = state.in_batch + 1
+
+def stream_close(state):
+  """Stores the current batch if it is complete; when all ``K`` slots are
+  full, merges neighbouring pairs (``b`` doubles).  A no-op otherwise."""
+  partial, in_batch = state.partial, state.in_batch
   complete = tf.equal(in_batch, state.batch_size)
   sums = tf.where(complete, tf.tensor_scatter_nd_update(
       state.batch_sums, [[state.filled]], partial[None]), state.batch_sums)
@@ -86,7 +99,7 @@ def stream_update(state, x, second_half):
                          axis=1)
   merged = tf.concat([merged, tf.zeros_like(merged)], axis=0)
   return StreamState(
-      halves, tf.where(full, merged, sums), partial, in_batch,
+      state.halves, tf.where(full, merged, sums), partial, in_batch,
       tf.where(full, state.batch_size * 2, state.batch_size),
       tf.where(full, NUM_BATCHES // 2, filled))
 
