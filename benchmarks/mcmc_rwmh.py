@@ -438,7 +438,7 @@ def print_summary(title, table, impls):
       best, mine = max(peers, key=peers.get), max(ours, key=ours.get)
       ratio = f"{ours[mine] / peers[best]:.2f} ({mine[len('edward_lite'):] or 'ed'} / {best})"
     print(f"  C={chains:<7d} T={steps:<9d}" + "".join(f"{c:>{width}s}" for c in cells) +
-          f"{ratio:>26s}")
+          f"  {ratio:>30s}")
 
 
 def check_moments(table, args):

@@ -195,7 +195,8 @@ def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max):
   # Sub-subtree k (first leaf momentum a, momentum sum before it b) ends at
   # this leaf (momentum p, subtree sum rho): its sum is S = rho - b and, with
   # r = S - (a + p) / 2,  a.r = a.rho - a.b - a.a/2 - a.p/2  and
-  # p.r = p.rho - p.b - p.a/2 - p.p/2: two batched mat-vecs over the slots.
+  # p.r = p.rho - p.b - p.a/2 - p.p/2, with a.a and a.b stored with the
+  # checkpoint: three [C, K] dot products per leaf for all slots at once.
   lo, hi = _checkpoint_range(tree.leaf, depth_max)
   even = tf.equal(tf.math.floormod(tree.leaf, 2), 0)
   slot = tf.stack([tf.range(tf.shape(hi)[0]), hi], -1)
