@@ -36,12 +36,18 @@ Functions:
   "Nested R-hat", Bayesian Analysis).
 * ``ebfmi``: energy Bayesian fraction of missing information per chain
   (Betancourt 2016).
+* ``convergence``: ``ess_bulk``, ``ess_tail``, ``rhat`` and ``mcse_mean`` at
+  once, sharing the sorts (what a summary table needs).
+
+The per-parameter statistics run over blocks of ``PARAMETER_BLOCK``
+parameters, so memory stays bounded and time linear for 10^5 parameters.
 
 Conventions shared with Stan's ``posterior`` package and ArviZ: a parameter
 with any non-finite draw gets NaN; R-hat of draws that are all equal is NaN
 (0 / 0); ESS of draws that are all equal is S.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -49,7 +55,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["split_rhat", "rhat", "ess", "ess_bulk", "ess_tail", "mcse_mean",
-           "mcse_quantile", "nested_rhat", "ebfmi"]
+           "mcse_quantile", "nested_rhat", "ebfmi", "convergence"]
 
 F64 = tf.float64
 MIN_DRAWS = 4
@@ -58,6 +64,35 @@ MIN_DRAWS = 4
 # quantile's rank, whose half-width is the quantile's MCSE.
 _PHI_MINUS_1 = 0.5 * math.erfc(1. / math.sqrt(2.))
 _PHI_PLUS_1 = 1. - _PHI_MINUS_1
+
+
+# Parameters per block: each diagnostic holds several float64 copies of its
+# draws (ranks, FFTs), so 10^5 parameters x thousands of draws at once would
+# need tens of GB; blocks keep memory bounded and time linear in P.
+PARAMETER_BLOCK = 4096
+
+
+def _by_parameter_blocks(fn):
+  """Applies a per-parameter diagnostic ``fn(draws [N, C, *shape], ...)`` to
+  blocks of at most ``PARAMETER_BLOCK`` parameters and reassembles ``shape``.
+  Exact: every statistic here treats each parameter separately."""
+
+  @functools.wraps(fn)
+  def wrapper(draws, *args, **kwargs):
+    try:
+      shape = tuple(np.shape(draws))
+    except ValueError:  # ragged input: let fn raise its own error
+      return fn(draws, *args, **kwargs)
+    size = int(np.prod(shape[2:])) if len(shape) > 2 else 0
+    if size <= PARAMETER_BLOCK:
+      return fn(draws, *args, **kwargs)
+    flat = (tf.reshape if tf.is_tensor(draws) else np.reshape)(draws, shape[:2] + (size,))
+    blocks = [fn(flat[:, :, i:i + PARAMETER_BLOCK], *args, **kwargs)
+              for i in range(0, size, PARAMETER_BLOCK)]
+    join = lambda *parts: tf.reshape(tf.concat(parts, axis=0), shape[2:])
+    return tf.nest.map_structure(join, *blocks)
+
+  return wrapper
 
 
 # -- input ----------------------------------------------------------------------
@@ -355,6 +390,7 @@ def _ess_quantile(x, ordered, prob):
 
 # -- public --------------------------------------------------------------------------
 
+@_by_parameter_blocks
 def split_rhat(draws):
   """Split R-hat (Gelman et al., BDA3, 2013).
 
@@ -373,6 +409,7 @@ def split_rhat(draws):
   return _finish(_psrf(_split_chains(x)), x, param_shape)
 
 
+@_by_parameter_blocks
 def rhat(draws):
   """Rank-normalized split R-hat (Vehtari et al. 2021).
 
@@ -397,6 +434,7 @@ def rhat(draws):
   return _finish(tf.maximum(bulk, tail), x, param_shape)
 
 
+@_by_parameter_blocks
 def ess(draws):
   """Effective sample size of the mean on split chains (Stan's basic ESS).
 
@@ -414,6 +452,7 @@ def ess(draws):
   return _finish(_ess(_split_chains(x)), x, param_shape)
 
 
+@_by_parameter_blocks
 def ess_bulk(draws):
   """Bulk ESS: ESS of the rank-normalized split chains (Vehtari et al. 2021).
 
@@ -427,6 +466,7 @@ def ess_bulk(draws):
   return _finish(_ess(_rank_normalize(_split_chains(x))[0]), x, param_shape)
 
 
+@_by_parameter_blocks
 def ess_tail(draws):
   """Tail ESS: ``min(ESS(I(theta <= q05)), ESS(I(theta <= q95)))``.
 
@@ -445,6 +485,36 @@ def ess_tail(draws):
   return _finish(result, x, param_shape)
 
 
+@_by_parameter_blocks
+def convergence(draws):
+  """``ess_bulk``, ``ess_tail``, ``rhat`` and ``mcse_mean`` in one pass.
+
+  The same values as the four functions, computed with two sorts of the
+  draws instead of four (the pooled sorted draws give the quantiles of
+  ``ess_tail`` and the median that ``rhat`` folds around).
+
+  Args:
+    draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+
+  Returns:
+    dict ``ess_bulk``, ``ess_tail``, ``r_hat``, ``mcse_mean`` -> float64
+    Tensors of shape ``param_shape``.
+  """
+  x, param_shape = _draws_to_pcn(draws)
+  split = _split_chains(x)
+  z, ordered = _rank_normalize(split)
+  if x.shape[-1] % 2:  # the split dropped each chain's middle draw
+    ordered = _pooled_sorted(x)
+  folded = tf.abs(x - _sorted_quantile(ordered, 0.5)[:, None, None])
+  r_hat = tf.maximum(_psrf(z), _psrf(_rank_normalize(_split_chains(folded))[0]))
+  ess_tail = tf.minimum(_ess_quantile(x, ordered, 0.05), _ess_quantile(x, ordered, 0.95))
+  sd = tf.sqrt(_var_ddof1(tf.reshape(x, [x.shape[0], -1])))
+  mcse = sd / tf.sqrt(_ess(split))
+  return {key: _finish(value, x, param_shape) for key, value in dict(
+      ess_bulk=_ess(z), ess_tail=ess_tail, r_hat=r_hat, mcse_mean=mcse).items()}
+
+
+@_by_parameter_blocks
 def mcse_mean(draws):
   """Monte Carlo standard error of the mean, ``sd / sqrt(ESS)``.
 
@@ -461,6 +531,7 @@ def mcse_mean(draws):
   return _finish(sd / tf.sqrt(_ess(_split_chains(x))), x, param_shape)
 
 
+@_by_parameter_blocks
 def mcse_quantile(draws, prob=0.5):
   """Monte Carlo standard error of the ``prob`` quantile (Vehtari et al. 2021).
 
@@ -496,6 +567,7 @@ def mcse_quantile(draws, prob=0.5):
   return _finish(0.5 * (th2 - th1), x, param_shape)
 
 
+@_by_parameter_blocks
 def nested_rhat(draws, superchains):
   """Nested R-hat for many short chains (Margossian et al. 2024, eqs. 15-19).
 

@@ -447,3 +447,32 @@ def test_matches_arviz():
     np.testing.assert_allclose(fn(draws).numpy(), want, rtol=1e-10)
   energy = draws[:, :, 1]
   np.testing.assert_allclose(diag.ebfmi(energy).numpy(), az.bfmi(energy.T), rtol=1e-10)
+
+
+@pytest.mark.parametrize("draws", [40, 41])  # odd: the split drops middle draws
+def test_convergence_equals_the_separate_diagnostics(draws):
+  rng = np.random.default_rng(11)
+  x = np.cumsum(rng.normal(size=(draws, 4, 3, 2)), axis=0)  # autocorrelated
+  x[:, 1, 0, 0] += 2.  # one chain shifted: R-hat well above 1
+  together = diag.convergence(x)
+  for key, fn in (("ess_bulk", diag.ess_bulk), ("ess_tail", diag.ess_tail),
+                  ("r_hat", diag.rhat), ("mcse_mean", diag.mcse_mean)):
+    np.testing.assert_allclose(together[key], fn(x), rtol=1e-12, err_msg=key)
+    assert together[key].shape == (3, 2)
+
+
+def test_parameter_blocks_give_the_unblocked_values(monkeypatch):
+  rng = np.random.default_rng(12)
+  x = rng.normal(size=(30, 3, 5, 3))
+  x[:, :, 1, 2] = np.nan  # a non-finite parameter stays NaN in its block
+  whole = {name: np.asarray(getattr(diag, name)(x))
+           for name in ("rhat", "ess_bulk", "ess_tail", "mcse_mean", "mcse_quantile", "ess")}
+  whole["nested"] = np.asarray(diag.nested_rhat(x, 3))
+  monkeypatch.setattr(diag, "PARAMETER_BLOCK", 4)  # 15 parameters -> 4 blocks
+  for name, value in whole.items():
+    got = (diag.nested_rhat(x, 3) if name == "nested"
+           else getattr(diag, name)(tf.constant(x) if name == "ess" else x))
+    np.testing.assert_allclose(got, value, rtol=1e-12, err_msg=name)
+    assert got.shape == (5, 3)
+  blocks = diag.convergence(x)
+  assert np.isnan(blocks["ess_bulk"][1, 2]) and np.isfinite(blocks["ess_bulk"][1, 1])

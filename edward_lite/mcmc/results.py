@@ -110,10 +110,9 @@ class MCMCResult:
       x = self.draws[name]
       q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=(0, 1))
       if x.shape[0] >= 4:
-        ess_bulk = np.asarray(diagnostics.ess_bulk(x))
-        ess_tail = np.asarray(diagnostics.ess_tail(x))
-        r_hat = np.asarray(diagnostics.rhat(x))
-        mcse = np.asarray(diagnostics.mcse_mean(x))
+        stats = {k: np.asarray(v) for k, v in diagnostics.convergence(x).items()}
+        ess_bulk, ess_tail, r_hat, mcse = (stats[k] for k in ("ess_bulk", "ess_tail", "r_hat",
+                                                               "mcse_mean"))
       else:
         ess_bulk = ess_tail = r_hat = mcse = np.full(x.shape[2:], np.nan)
       return dict(mean=x.mean(axis=(0, 1)), sd=x.std(axis=(0, 1), ddof=1), mcse_mean=mcse,
