@@ -30,6 +30,9 @@ import tensorflow as tf
 __all__ = ["ChainGroups"]
 
 
+_POOLS = {}  # number of devices -> ThreadPoolExecutor
+
+
 class ChainGroups:
   """``R`` blocks of chains, one per device."""
 
@@ -39,7 +42,9 @@ class ChainGroups:
       raise ValueError(f"parallel='chain_groups' needs chains to be a multiple of the "
                        f"{len(devices)} devices; got chains={chains}.")
     self.devices, self.size, self.pooled = devices, len(devices), pooled
-    self._pool = concurrent.futures.ThreadPoolExecutor(self.size)
+    if self.size not in _POOLS:  # one thread per device, shared by every call
+      _POOLS[self.size] = concurrent.futures.ThreadPoolExecutor(self.size)
+    self._pool = _POOLS[self.size]
 
   def run_chunk(self, run_chunk, state, final_step, seed, *args):
     """``run_chunk`` (one block's compiled chunk, with the arguments of
