@@ -98,7 +98,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     progress: tqdm progress bar showing the ELBO (on a terminal).
     checkpoint_dir: directory for checkpoints of the trainable state; an
       interrupted fit resumes from it when called again with the same
-      arguments.
+      arguments.  With ``dataset`` the resumed fit reads the dataset again
+      and skips the batches already used, so it equals an uninterrupted fit
+      only if the dataset yields the same batches in the same order each
+      time (a ``shuffle`` needs a ``seed``).
     jit_compile: compile the chunk with XLA (default True; with a strategy,
       each replica's part).
     callback: optional ``callback(info)`` after every chunk with ``step``,
