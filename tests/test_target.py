@@ -703,3 +703,19 @@ def test_gradient_reaches_keras_weights_read_by_the_program():
   expected = sum(a * wc * ((y - wc * (x @ k))[:, None] * x).sum(0)
                  for a, wc in zip([1., 2., 3.], [0.5, 1.5, -1.0]))
   np.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
+def test_bernoulli_logits_term_equals_tfp_log_prob():
+  from edward_lite.target import log_prob_term
+  tfd = ed.distributions.tfd
+  rng = np.random.default_rng(3)
+  logits = rng.normal(scale=30., size=(5, 4))  # large |logits|: the stable branch
+  labels = (rng.uniform(size=(5, 4)) < 0.5).astype(np.int32)
+  for dtype in (np.float32, np.float64):
+    for l, y in [(logits, labels), (logits[0], labels), (logits[0, 0], labels),
+                 (logits, labels[0])]:
+      dist = tfd.Bernoulli(logits=l.astype(dtype))
+      np.testing.assert_allclose(log_prob_term(dist, y), dist.log_prob(y),
+                                 rtol=1e-6 if dtype == np.float32 else 1e-12, atol=1e-6)
+  by_probs = tfd.Bernoulli(probs=0.3)
+  np.testing.assert_allclose(log_prob_term(by_probs, labels), by_probs.log_prob(labels))
