@@ -235,6 +235,9 @@ def _chain_groups(strategy, chains, pooled):
       0].split("/")[-1].upper().startswith("DEVICE:TPU"):
     raise ValueError("parallel='chain_groups' runs one program per GPU or CPU device; on "
                      "TPUs use parallel='chains' or 'data'.")
+  if isinstance(resolved, tf.distribute.MultiWorkerMirroredStrategy):
+    raise ValueError("parallel='chain_groups' runs on the devices of this host; across "
+                     "workers use parallel='chains' or 'data'.")
   return ChainGroups(resolved, chains, pooled)
 
 
