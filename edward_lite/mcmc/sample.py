@@ -163,7 +163,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, tf.constant(h0, dtype))),
         metric=adaptation.welford_init([chains, dim], dtype, dense),
         kernel_adapt=kernel.adapt_init(chains, dtype),
-        stream=streaming.stream_init(chains, target.constrained_dim, dtype))
+        stream=streaming.stream_init(chains, target.constrained_dim, dtype,
+                                     batch_size=-(-draws // streaming.NUM_BATCHES)))
     step = 0
     kept = collections.defaultdict(list)
 

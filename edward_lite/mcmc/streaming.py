@@ -10,7 +10,8 @@ With ``keep_draws=False`` nothing grows with the number of draws; per chain
   batches of ``b`` draws.  When all ``K`` slots are full, neighbouring pairs
   are merged and ``b`` doubles, so ``K / 2 <= batches <= K`` once ``n >= K``
   and ``b`` grows with ``n`` (Flegal & Jones 2010's batch means with
-  ``b ~ n / K``).
+  ``b ~ n / K``).  The sampler knows ``n`` and starts at ``b = ceil(n / K)``,
+  so its slots never fill up and nothing is merged.
 
 Memory: ``(K + 5) C D`` numbers (``K = 32``), independent of the number of
 draws.  The batch-means estimate of the asymptotic variance of the mean of
@@ -48,12 +49,15 @@ second half of the sampling run), ``batch_sums [K, C, D]``, ``partial
 """
 
 
-def stream_init(chains, dim, dtype):
+def stream_init(chains, dim, dtype, batch_size=1):
+  """Empty statistics; ``batch_size`` is the initial ``b`` (``ceil(n / K)``
+  when the number of draws ``n`` is known: then the K slots never fill up
+  and no batches are merged)."""
   zeros = tf.zeros([chains, dim], dtype)
   halves = adaptation.WelfordState(tf.zeros([2], dtype), tf.stack([zeros, zeros]),
                                    tf.stack([zeros, zeros]))
   return StreamState(halves, tf.zeros([NUM_BATCHES, chains, dim], dtype), zeros,
-                     tf.constant(0), tf.constant(1), tf.constant(0))
+                     tf.constant(0), tf.constant(int(batch_size)), tf.constant(0))
 
 
 def stream_update(state, x, second_half):
