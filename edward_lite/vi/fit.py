@@ -425,7 +425,7 @@ def _diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_comp
   step's draws, ELBO and gradients are recomputed compiled as in the loop
   (``jit_compile``): XLA draws other random numbers than TensorFlow's kernels.
   """
-  params = dict(zip(surrogate.parameter_names, surrogate.variables))
+  params = surrogate.named(surrogate.variables)
   for name, value in params.items():
     if not np.all(np.isfinite(value.numpy())):
       return f"the surrogate parameter '{name}' is not finite."
@@ -460,7 +460,7 @@ def _diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_comp
   for name, grad in grads.items():
     if not np.all(np.isfinite(grad.numpy())):
       return f"the gradient of the log density with respect to '{name}' is not finite."
-  for name, grad in zip(surrogate.parameter_names, elbo_grads):
+  for name, grad in surrogate.named(elbo_grads).items():
     grad = grad.numpy()
     if not np.all(np.isfinite(grad)):
       return f"the ELBO gradient with respect to the surrogate parameter '{name}' is not finite."

@@ -60,8 +60,8 @@ class VIResult:
   @property
   def params(self):
     """The fitted variational parameters: dict name -> NumPy array."""
-    return {name: v.numpy() for name, v in zip(self._surrogate.parameter_names,
-                                                 self._surrogate.variables)}
+    return {name: np.asarray(v)
+            for name, v in self._surrogate.named(self._surrogate.variables).items()}
 
   def _draw_batch(self, seed, weights):
     state, log_q = self._surrogate.draw(BATCH, seed)

@@ -4,7 +4,9 @@ or a user-written variational program.
 Both expose the same small interface to the fit and the result, over a
 batch of ``n`` draws:
 
-* ``variables``: the trainable ``tf.Variable`` list;
+* ``variables``: the trainable ``tf.Variable`` list (one flat vector for a
+  family); ``named(values)`` maps values aligned with it (e.g. gradients) to
+  a dict by parameter name;
 * ``draw(n, seed, stl)`` -> ``(state, log_q[n])``, reparameterized, where
   ``state`` is what ``model_log_prob`` takes;
 * ``model_log_prob(target, state)`` -> ``[n]`` log density of the model on
@@ -24,6 +26,7 @@ do not depend on the parameterization.
 import collections
 import zlib
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -41,15 +44,26 @@ class FlatSurrogate:
     self.family = family
     self.dim = target.dim
     init = family.init(self.dim, target.dtype.as_numpy_dtype, loc, scale)
-    self.variables = [tf.Variable(value, name=name) for name, value in init.items()]
     self.parameter_names = list(init)
+    self._shapes = [tuple(value.shape) for value in init.values()]
+    # One flat variable for all parameters: per variable, an optimizer step
+    # inside the compiled loop costs several microseconds (Adam's slots, the
+    # loop state), which dominated small flows (an IAF's 20 tensors).
+    self.variables = [tf.Variable(
+        tf.concat([tf.reshape(value, [-1]) for value in init.values()], 0), name="params")]
+
+  def named(self, values):
+    """``values`` aligned with ``variables`` (the flat vector, its gradient)
+    as a dict ``name -> Tensor`` in the parameters' shapes."""
+    sizes = [int(np.prod(shape)) for shape in self._shapes]
+    parts = tf.split(tf.convert_to_tensor(values[0]), sizes)
+    return {name: tf.reshape(part, shape)
+            for name, part, shape in zip(self.parameter_names, parts, self._shapes)}
 
   def params(self, stop_gradient=False):
     """Current parameters as a dict of Tensors."""
-    values = [tf.convert_to_tensor(v) for v in self.variables]
-    if stop_gradient:
-      values = [tf.stop_gradient(v) for v in values]
-    return dict(zip(self.parameter_names, values))
+    flat = tf.convert_to_tensor(self.variables[0])
+    return self.named([tf.stop_gradient(flat) if stop_gradient else flat])
 
   def distribution(self, stop_gradient=False):
     return self.family.distribution(self.params(stop_gradient), self.dim)
@@ -114,6 +128,10 @@ class ProgramSurrogate:
                        "nothing to fit. Create its parameters as tf.Variable (or Keras "
                        "layers) outside the program and use them inside.")
     self.parameter_names = [v.name for v in self.variables]
+
+  def named(self, values):
+    """``values`` aligned with ``variables`` as a dict ``name -> value``."""
+    return dict(zip(self.parameter_names, values))
 
   def _draw_one(self, seed, values=None, check=False):
     """One run: ``(dict name -> x, log q(x))``; draws each latent with a
