@@ -388,6 +388,32 @@ def _ess_quantile(x, ordered, prob):
   return _ess(_split_chains(indicator))
 
 
+def _bulk_ranks(x):
+  """``(z, ordered)``: the rank-normalized split chains of x [P, C, N] and all
+  draws sorted [P, C N] (one sort for both when N is even)."""
+  z, ordered = _rank_normalize(_split_chains(x))
+  if x.shape[-1] % 2:  # the split dropped each chain's middle draw
+    ordered = _pooled_sorted(x)
+  return z, ordered
+
+
+def _rank_rhat(x, z, ordered):
+  """``max(bulk, tail)`` rank-normalized split R-hat, given ``_bulk_ranks``."""
+  folded = tf.abs(x - _sorted_quantile(ordered, 0.5)[:, None, None])
+  return tf.maximum(_psrf(z), _psrf(_rank_normalize(_split_chains(folded))[0]))
+
+
+def _tail_ess(x, ordered):
+  """``min`` of the ESS of ``I(theta <= q05)`` and ``I(theta <= q95)``."""
+  return tf.minimum(_ess_quantile(x, ordered, 0.05), _ess_quantile(x, ordered, 0.95))
+
+
+def _mcse_mean(x):
+  """``sd / sqrt(ESS)`` of x [P, C, N]."""
+  sd = tf.sqrt(_var_ddof1(tf.reshape(x, [x.shape[0], -1])))
+  return sd / tf.sqrt(_ess(_split_chains(x)))
+
+
 # -- public --------------------------------------------------------------------------
 
 @_by_parameter_blocks
@@ -425,13 +451,8 @@ def rhat(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  z, ordered = _rank_normalize(_split_chains(x))
-  if x.shape[-1] % 2:  # the split dropped each chain's middle draw
-    ordered = _pooled_sorted(x)
-  folded = tf.abs(x - _sorted_quantile(ordered, 0.5)[:, None, None])
-  bulk = _psrf(z)
-  tail = _psrf(_rank_normalize(_split_chains(folded))[0])
-  return _finish(tf.maximum(bulk, tail), x, param_shape)
+  z, ordered = _bulk_ranks(x)
+  return _finish(_rank_rhat(x, z, ordered), x, param_shape)
 
 
 @_by_parameter_blocks
@@ -480,9 +501,7 @@ def ess_tail(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  ordered = _pooled_sorted(x)
-  result = tf.minimum(_ess_quantile(x, ordered, 0.05), _ess_quantile(x, ordered, 0.95))
-  return _finish(result, x, param_shape)
+  return _finish(_tail_ess(x, _pooled_sorted(x)), x, param_shape)
 
 
 @_by_parameter_blocks
@@ -501,17 +520,10 @@ def convergence(draws):
     Tensors of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  split = _split_chains(x)
-  z, ordered = _rank_normalize(split)
-  if x.shape[-1] % 2:  # the split dropped each chain's middle draw
-    ordered = _pooled_sorted(x)
-  folded = tf.abs(x - _sorted_quantile(ordered, 0.5)[:, None, None])
-  r_hat = tf.maximum(_psrf(z), _psrf(_rank_normalize(_split_chains(folded))[0]))
-  ess_tail = tf.minimum(_ess_quantile(x, ordered, 0.05), _ess_quantile(x, ordered, 0.95))
-  sd = tf.sqrt(_var_ddof1(tf.reshape(x, [x.shape[0], -1])))
-  mcse = sd / tf.sqrt(_ess(split))
+  z, ordered = _bulk_ranks(x)
   return {key: _finish(value, x, param_shape) for key, value in dict(
-      ess_bulk=_ess(z), ess_tail=ess_tail, r_hat=r_hat, mcse_mean=mcse).items()}
+      ess_bulk=_ess(z), ess_tail=_tail_ess(x, ordered), r_hat=_rank_rhat(x, z, ordered),
+      mcse_mean=_mcse_mean(x)).items()}
 
 
 @_by_parameter_blocks
@@ -527,8 +539,7 @@ def mcse_mean(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  sd = tf.sqrt(_var_ddof1(tf.reshape(x, [x.shape[0], -1])))
-  return _finish(sd / tf.sqrt(_ess(_split_chains(x))), x, param_shape)
+  return _finish(_mcse_mean(x), x, param_shape)
 
 
 @_by_parameter_blocks

@@ -188,7 +188,7 @@ def test_minibatch_log_density_is_scaled_exactly():
   np.testing.assert_array_equal(np.sort(np.concatenate(epoch)), np.arange(N_REG))
   total = 0.
   for t, idx in enumerate(epoch):
-    lp = batches.target_at(target, seed, t).log_prob_flat(state).numpy()
+    lp = batches.target_for(target, tf.constant(idx)).log_prob_flat(state).numpy()
     resid = Y_REG[idx][None] - (w @ X_REG[idx].T + b[:, None])
     lik = (-0.5 * resid**2 - 0.5 * np.log(2 * np.pi)).sum(1)
     np.testing.assert_allclose(lp, prior + N_REG / B_REG * lik, rtol=1e-5)

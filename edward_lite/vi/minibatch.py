@@ -95,12 +95,6 @@ class Minibatcher:
     args, kwargs, observed = self.rows.take(data)
     return target.with_data(args, kwargs, observed, likelihood_scale=self.scale)
 
-  def target_at(self, target, seed, step):
-    """``target`` on the minibatch of ``step``, its indices computed here:
-    XLA draws other random numbers than TensorFlow's kernels, so a fit
-    compiled with XLA uses other batches than these."""
-    return self.target_for(target, self.indices(seed, step))
-
 
 class DatasetBatches:
   """Minibatches from a ``tf.data.Dataset``.
