@@ -297,8 +297,32 @@ class _Program:
       with kernels.random_algorithm(alg):
         return self._run_chunk(*args)
 
-    self.run_chunk = tf.function(run_chunk, jit_compile=jit)
+    self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit)
+    self._concrete = {}
     self.log_prob = tf.function(target.log_prob_flat)
+    self.draw_initial = tf.function(self._draw_initial)
+
+  def run_chunk(self, *args):
+    """The compiled chunk (arguments of ``_run_chunk``).  Calls the concrete
+    function of the argument signature directly: the polymorphic
+    ``tf.function`` call spends ~0.4 ms a call matching it."""
+    key = (args[-1],) + tuple((t.dtype, tuple(t.shape)) for t in tf.nest.flatten(args[:-1]))
+    if key not in self._concrete:
+      self._concrete[key] = self._run_chunk_fn.get_concrete_function(*args)
+    return self._concrete[key](*args)
+
+  def _draw_initial(self, init, chains, seed, radius, attempt):
+    """Initial states ``[C, D]`` for ``init`` "uniform" (on ``[-radius,
+    radius]``) or "prior", drawn from ``fold_in(seed, -1 - attempt)``, and
+    their log densities ``[C]``: one call per attempt."""
+    target = self.target
+    init_seed = tf.random.experimental.stateless_fold_in(seed, -1 - attempt)
+    if init == "prior":
+      u = target.flatten(target.unconstrain(target.sample_prior(chains, init_seed)))
+    else:
+      u = tf.random.stateless_uniform([chains, target.dim], init_seed, -radius, radius,
+                                      dtype=target.dtype)
+    return u, target.log_prob_flat(u)
 
   def _run_chunk(self, state, final_step, seed, start, n, adapt_step, collect, sampling,
                  keep, thin, target_accept, split_at, capacity):
@@ -324,58 +348,69 @@ class _Program:
     totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                   accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
 
-    def body(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
+    def transition(i, kstate, step_size, kadapt, totals):
+      """One kernel step; the chunk's running totals updated."""
       t = start + i
       step_seed = tf.random.experimental.stateless_fold_in(seed, t)
+      kstate, info = kernel.one_step(kstate, step_size, step_seed, log_prob, step=t,
+                                     adapt_state=kadapt)
+      totals = dict(
+          n_grads=totals["n_grads"] + info["n_grads"],
+          diverging=totals["diverging"] + tf.cast(info["diverging"], tf.int32),
+          accept_prob=totals["accept_prob"] + info["accept_prob"],
+          max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
+      return kstate, info, totals
+
+    def body(i, kstate, dual_avg, metric, kadapt, acc, buffers, totals):
+      """One transition and its bookkeeping.  A chunk is all warmup or all
+      sampling; the flags select (``tf.where``: a ``tf.cond`` per
+      transition costs more than this elementwise work)."""
       step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
-      new_kstate, info = kernel.one_step(kstate, step_size, step_seed, log_prob, step=t,
-                                         adapt_state=kadapt)
+      new_kstate, info, totals = transition(i, kstate, step_size, kadapt, totals)
+      u = _to_u(kernel.state(new_kstate), scale)
       accept = info["accept_prob"]
       pooled = dual_avg.h_bar.shape[0] == 1
       stat = tf.reduce_mean(accept)[None, None] if pooled else accept[:, None]
       dual_avg = _select(adapt_step, adaptation.dual_averaging_update(
           dual_avg, stat, target_accept), dual_avg)
-      kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size, t),
-                       kadapt)
-      u = _to_u(kernel.state(new_kstate), scale)
+      kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
+                                                       start + i), kadapt)
       metric = _select(collect, adaptation.welford_update(metric, u), metric)
+      x = target.constrain_flat(u)
+      acc = _select(sampling, streaming.accumulate(acc, x), acc)
+      if capacity:
+        buffers = tf.cond(keep & (i % thin == 0), lambda: write(buffers, i, x, info),
+                          lambda: dict(buffers))
+      return i + 1, new_kstate, dual_avg, metric, kadapt, acc, buffers, totals
 
-      def record():
-        x = target.constrain_flat(u)
-        new_stream = streaming.stream_add(stream, x, t >= split_at)
-        if not capacity:
-          return new_stream, buffers
-        row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
+    def write(buffers, i, x, info):
+      row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
+      out = {"draws": tf.tensor_scatter_nd_update(buffers["draws"], row, x[None])}
+      for key in stat_dtypes:
+        out[key] = tf.tensor_scatter_nd_update(buffers[key], row, info[key][None])
+      return out
 
-        def write():
-          out = {"draws": tf.tensor_scatter_nd_update(buffers["draws"], row, x[None])}
-          for key in stat_dtypes:
-            out[key] = tf.tensor_scatter_nd_update(buffers[key], row, info[key][None])
-          return out
+    def segment(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
+      """The transitions up to the end of the chunk or, when sampling, of
+      the current batch of the streaming statistics or of the first half;
+      then the batch's bookkeeping.  The per-transition loop only carries an
+      ``Accumulator`` of the statistics (no gather or scatter by half)."""
+      end = tf.minimum(n, i + stream.batch_size - stream.in_batch)
+      end = tf.where(start + i < split_at, tf.minimum(end, split_at - start), end)
+      end = tf.where(sampling, end, n)
+      second_half = start + i >= split_at
+      j, kstate, dual_avg, metric, kadapt, acc, buffers, totals = tf.while_loop(
+          lambda j, *_: j < end, body,
+          (i, kstate, dual_avg, metric, kadapt, streaming.run_begin(stream, second_half),
+           buffers, totals))
+      stream = streaming.stream_close(streaming.run_end(
+          stream, acc, second_half, tf.where(sampling, j - i, 0)))
+      return j, kstate, dual_avg, metric, kadapt, stream, buffers, totals
 
-        return new_stream, tf.cond(keep & (i % thin == 0), write, lambda: dict(buffers))
-
-      stream, buffers = tf.cond(sampling, record, lambda: (stream, dict(buffers)))
-      totals = dict(
-          n_grads=totals["n_grads"] + info["n_grads"],
-          diverging=totals["diverging"] + tf.cast(info["diverging"], tf.int32),
-          accept_prob=totals["accept_prob"] + accept,
-          max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
-      return i + 1, new_kstate, dual_avg, metric, kadapt, stream, buffers, totals
-
-    def batch(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
-      """The transitions up to the end of the current batch of the streaming
-      statistics (or of the chunk), then the batch's bookkeeping: kept out
-      of the per-transition loop, which then only adds to running sums."""
-      end = tf.minimum(n, tf.where(sampling, i + stream.batch_size - stream.in_batch, n))
-      loop_vars = tf.while_loop(lambda i, *_: i < end, body,
-                                (i, kstate, dual_avg, metric, kadapt, stream, buffers, totals))
-      return loop_vars[:5] + (streaming.stream_close(loop_vars[5]),) + loop_vars[6:]
-
-    _, kstate, dual_avg, metric, kadapt, stream, buffers, totals = tf.while_loop(
-        lambda i, *_: i < n, batch,
-        (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt,
-         state.stream, buffers, totals))
+    kstate, dual_avg, metric, kadapt, stream, buffers, totals = tf.while_loop(
+        lambda i, *_: i < n, segment,
+        (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt, state.stream,
+         buffers, totals))[1:]
     new_state = ChunkState(_to_u(kernel.state(kstate), scale), scale, dual_avg, metric, kadapt,
                            stream)
     # Full buffers: slicing to the kept count here would make it a compile-time
@@ -497,29 +532,23 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
     if u.shape != (chains, target.dim):
       raise ValueError(f"An init array must have shape [chains, D] = [{chains}, {target.dim}]; "
                        f"got {list(u.shape)}.")
-  log_prob = program.log_prob
-  fixed = u is not None
-  if u is None:
-    u = np.zeros([chains, target.dim], dtype)
-  bad = np.ones(chains, bool) if not fixed else None
-  for attempt in range(max_tries):
-    if not fixed:
-      init_seed = tf.random.experimental.stateless_fold_in(seed, -1 - attempt)
-      if init == "prior":
-        draw = target.flatten(target.unconstrain(target.sample_prior(chains, init_seed)))
-      else:
-        draw = tf.random.stateless_uniform([chains, target.dim], init_seed, -radius, radius,
-                                           dtype=dtype)
-      u = np.where(bad[:, None], draw.numpy(), u)
-    lp = log_prob(tf.constant(u)).numpy()
-    bad = ~np.isfinite(lp)
-    if not bad.any():
-      return u
-    if fixed:
-      break
+  if u is not None:  # user values: checked, never redrawn
+    bad = ~np.isfinite(program.log_prob(tf.constant(u)).numpy())
+    max_tries = 1
+  else:
+    radius = tf.constant(radius, target.dtype)
+    for attempt in range(max_tries):
+      draw, lp = (t.numpy() for t in program.draw_initial(init, chains, seed, radius,
+                                                           tf.constant(attempt)))
+      u = draw if attempt == 0 else np.where(bad[:, None], draw, u)
+      bad = ~np.isfinite(lp) if attempt == 0 else bad & ~np.isfinite(lp)
+      if not bad.any():
+        break
+  if not bad.any():
+    return u
   raise ValueError(
       f"{int(bad.sum())} of {chains} chains have a non-finite initial log density after "
-      f"{max_tries if not fixed else 1} tries; check the model's support and data, or pass "
+      f"{max_tries} tries; check the model's support and data, or pass "
       "init= values inside the support.")
 
 

@@ -34,7 +34,8 @@ import tensorflow as tf
 from edward_lite.mcmc import adaptation
 
 __all__ = ["StreamState", "stream_init", "stream_update", "stream_add", "stream_close",
-           "stream_summary", "NUM_BATCHES"]
+           "stream_summary", "Accumulator", "run_begin", "accumulate", "run_end",
+           "NUM_BATCHES"]
 
 NUM_BATCHES = 32  # K, even
 
@@ -67,23 +68,46 @@ def stream_update(state, x, second_half):
 
 def stream_add(state, x, second_half):
   """Adds ``x [C, D]`` to the moments of its half and to the current batch;
-  ``stream_close`` must follow before the batch is over-full (the sampler
-  calls it once per batch, every ``batch_size - in_batch`` draws)."""
+  ``stream_close`` must follow before the batch is over-full."""
+  return run_end(state, accumulate(run_begin(state, second_half), x), second_half, 1)
+
+
+Accumulator = collections.namedtuple("Accumulator", ["count", "mean", "m2", "partial"])
+Accumulator.__doc__ = """The statistics a run of draws inside one batch and
+one half updates: Welford ``count`` (scalar), ``mean`` and ``m2 [C, D]`` of
+the half, and ``partial [C, D]``, the running sum of the batch.  Carried
+through the sampler's per-transition loop instead of the ``StreamState``, so
+a transition only does elementwise work (no gather or scatter by half)."""
+
+
+def run_begin(state, second_half):
+  """The accumulator for draws of one half (``second_half`` a bool Tensor)."""
   half = tf.cast(second_half, tf.int32)
   h = state.halves
   # Gathers, not h.count[half]: XLA compiles a slice's start as a constant,
   # which would recompile the sampler for every chunk.
-  count = tf.gather(h.count, half) + 1.
-  delta = x - tf.gather(h.mean, half)
-  mean = tf.gather(h.mean, half) + delta / count
-  m2 = tf.gather(h.m2, half) + delta * (x - mean)
-  index = [[half]]
+  return Accumulator(tf.gather(h.count, half), tf.gather(h.mean, half), tf.gather(h.m2, half),
+                     state.partial)
+
+
+def accumulate(acc, x):
+  """Adds one draw per chain ``x [C, D]`` (Welford's update)."""
+  count = acc.count + 1.
+  delta = x - acc.mean
+  mean = acc.mean + delta / count
+  return Accumulator(count, mean, acc.m2 + delta * (x - mean), acc.partial + x)
+
+
+def run_end(state, acc, second_half, n):
+  """Writes back an accumulator that took ``n`` draws of one half; the run
+  must not have crossed a batch end (``stream_close`` follows)."""
+  index = [[tf.cast(second_half, tf.int32)]]
+  h = state.halves
   halves = adaptation.WelfordState(
-      tf.tensor_scatter_nd_update(h.count, index, count[None]),
-      tf.tensor_scatter_nd_update(h.mean, index, mean[None]),
-      tf.tensor_scatter_nd_update(h.m2, index, m2[None]))
-  return state._replace(halves=halves, partial=state.partial + x,
-                        in_batch=state.in_batch + 1)
+      tf.tensor_scatter_nd_update(h.count, index, acc.count[None]),
+      tf.tensor_scatter_nd_update(h.mean, index, acc.mean[None]),
+      tf.tensor_scatter_nd_update(h.m2, index, acc.m2[None]))
+  return state._replace(halves=halves, partial=acc.partial, in_batch=state.in_batch + n)
 
 
 def stream_close(state):
