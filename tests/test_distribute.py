@@ -223,7 +223,7 @@ def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
   from edward_lite.mcmc.sample import _Program, _state_template
   program = _Program.get(logistic, (X,), {"offset": OFFSET}, {"y": Y},
                                     ed.mcmc.ChEES(), 4, pooled)
-  template = _state_template(program, ed.mcmc.ChEES(), 4, pooled, dense)
+  template = _state_template(program, 4, pooled, dense)
   rng = np.random.default_rng(0)
   state = tf.nest.map_structure(
       lambda x: tf.constant(rng.normal(size=x.shape).astype(x.dtype.as_numpy_dtype))

@@ -146,8 +146,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
 
   if resumed is not None:
     state, step, host = resumed["state"], resumed["step"], resumed["host"]
-    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, kernel, chains, pooled,
-                                                                 dense),
+    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, chains, pooled, dense),
                                                  [tf.constant(x) for x in state]))
     kept = {k: list(v) for k, v in host["kept"].items()}
   else:
@@ -156,15 +155,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         2.38 / np.sqrt(dim) if isinstance(kernel, RWMH) else 0.1)
     if isinstance(kernel, RWMH) and kernel.scale is not None and step_size is None:
       h0 = kernel.scale
-    step_shape = [1, 1] if pooled else [chains, 1]
-    state = ChunkState(
-        u=tf.constant(u0),
-        scale=_identity_scale(dim, chains, pooled, dense, dtype),
-        dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, tf.constant(h0, dtype))),
-        metric=adaptation.welford_init([chains, dim], dtype, dense),
-        kernel_adapt=kernel.adapt_init(chains, dtype),
-        stream=streaming.stream_init(chains, target.constrained_dim, dtype,
-                                     batch_size=-(-draws // streaming.NUM_BATCHES)))
+    state = program.initial_chunk_state(tf.constant(u0), tf.constant(h0, dtype), chains,
+                                        pooled, dense,
+                                        tf.constant(-(-draws // streaming.NUM_BATCHES)))
     step = 0
     kept = collections.defaultdict(list)
 
@@ -298,18 +291,43 @@ class _Program:
         return self._run_chunk(*args)
 
     self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit)
+    self._draw_initial_fn = tf.function(self._draw_initial)
+    self._initial_chunk_state_fn = tf.function(self._initial_chunk_state)
     self._concrete = {}
     self.log_prob = tf.function(target.log_prob_flat)
-    self.draw_initial = tf.function(self._draw_initial)
+
+  def _call(self, fn, *args):
+    """``fn(*args)`` through the concrete function of the argument signature
+    (Tensors by dtype and shape, anything else by value): the polymorphic
+    ``tf.function`` call spends ~0.4 ms a call matching it."""
+    key = (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
+                        for t in tf.nest.flatten(args))
+    if key not in self._concrete:
+      self._concrete[key] = fn.get_concrete_function(*args)
+    return self._concrete[key](*args)
 
   def run_chunk(self, *args):
-    """The compiled chunk (arguments of ``_run_chunk``).  Calls the concrete
-    function of the argument signature directly: the polymorphic
-    ``tf.function`` call spends ~0.4 ms a call matching it."""
-    key = (args[-1],) + tuple((t.dtype, tuple(t.shape)) for t in tf.nest.flatten(args[:-1]))
-    if key not in self._concrete:
-      self._concrete[key] = self._run_chunk_fn.get_concrete_function(*args)
-    return self._concrete[key](*args)
+    """The compiled chunk (arguments of ``_run_chunk``)."""
+    return self._call(self._run_chunk_fn, *args)
+
+  def draw_initial(self, init, chains, seed, radius, attempt):
+    return self._call(self._draw_initial_fn, init, chains, seed, radius, attempt)
+
+  def initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
+    """The ``ChunkState`` of a new run (one call instead of ~20 eager ops)."""
+    return self._call(self._initial_chunk_state_fn, u, step_size, chains, pooled, dense,
+                      batch_size)
+
+  def _initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
+    dtype, dim = self.target.dtype, self.target.dim
+    step_shape = [1, 1] if pooled else [chains, 1]
+    return ChunkState(
+        u=u, scale=_identity_scale(dim, chains, pooled, dense, dtype),
+        dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
+        metric=adaptation.welford_init([chains, dim], dtype, dense),
+        kernel_adapt=self.kernel.adapt_init(chains, dtype),
+        stream=streaming.stream_init(chains, self.target.constrained_dim, dtype,
+                                     batch_size=batch_size))
 
   def _draw_initial(self, init, chains, seed, radius, attempt):
     """Initial states ``[C, D]`` for ``init`` "uniform" (on ``[-radius,
@@ -456,16 +474,13 @@ def _end_window(state, pooled, dtype):
                                      state.metric.m2.shape.rank == 3))
 
 
-def _state_template(program, kernel, chains, pooled, dense=False):
-  dtype = program.target.dtype.as_numpy_dtype
-  dim = program.target.dim
-  step_shape = [1, 1] if pooled else [chains, 1]
-  return ChunkState(
-      u=tf.zeros([chains, dim], dtype), scale=_identity_scale(dim, chains, pooled, dense, dtype),
-      dual_avg=adaptation.dual_averaging_init(tf.ones(step_shape, dtype)),
-      metric=adaptation.welford_init([chains, dim], dtype, dense),
-      kernel_adapt=kernel.adapt_init(chains, dtype),
-      stream=streaming.stream_init(chains, program.target.constrained_dim, dtype))
+def _state_template(program, chains, pooled, dense=False):
+  """A ``ChunkState`` of the right structure, shapes and dtypes (values
+  arbitrary): what a checkpoint's arrays are packed into."""
+  target = program.target
+  return program.initial_chunk_state(tf.zeros([chains, target.dim], target.dtype),
+                                     tf.constant(1., target.dtype), chains, pooled, dense,
+                                     tf.constant(1))
 
 
 def _chunk_length(step, warmup, total, chunk, boundaries):

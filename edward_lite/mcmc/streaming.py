@@ -58,7 +58,7 @@ def stream_init(chains, dim, dtype, batch_size=1):
   halves = adaptation.WelfordState(tf.zeros([2], dtype), tf.stack([zeros, zeros]),
                                    tf.stack([zeros, zeros]))
   return StreamState(halves, tf.zeros([NUM_BATCHES, chains, dim], dtype), zeros,
-                     tf.constant(0), tf.constant(int(batch_size)), tf.constant(0))
+                     tf.constant(0), tf.cast(batch_size, tf.int32), tf.constant(0))
 
 
 def stream_update(state, x, second_half):
