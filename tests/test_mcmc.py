@@ -16,6 +16,7 @@ import tensorflow as tf
 
 import edward_lite as ed
 from edward_lite import diagnostics
+from edward_lite.mcmc.sample import ROUNDS_MIN_CHAINS
 
 KERNELS = ["nuts", "hmc", "rwmh", "chees"]
 
@@ -164,14 +165,25 @@ def test_eight_schools_against_stan_reference(kernel):
   assert result.divergences.sum() <= 0.01 * run["chains"] * run["draws"]
 
 
-def test_reproducible_and_independent_of_chunking():
-  kwargs = dict(observed={"y": Y_NN}, kernel="nuts", chains=4, warmup=120, draws=80,
+@pytest.mark.parametrize("kernel, chains", [("hmc", 4), ("nuts", 4), ("nuts", 32)])
+def test_reproducible_and_independent_of_chunking(kernel, chains):
+  """A seed gives the same draws.  Transition t draws from fold_in(seed, t),
+  so draws do not depend on the chunking -- except NUTS's sampling phase
+  with 32 chains or more, which runs in rounds of transitions that end with
+  the chunk (its warmup, and so the step size it ends with, does not)."""
+  kwargs = dict(observed={"y": Y_NN}, kernel=kernel, chains=chains, warmup=120, draws=80,
                 progress=False)
   a = ed.mcmc.sample(normal_normal, seed=7, **kwargs)
+  a2 = ed.mcmc.sample(normal_normal, seed=7, **kwargs)
   b = ed.mcmc.sample(normal_normal, seed=7, chunk_size=33, **kwargs)
   c = ed.mcmc.sample(normal_normal, seed=8, **kwargs)
-  np.testing.assert_array_equal(a.draws["mu"], b.draws["mu"])
-  np.testing.assert_array_equal(a.sample_stats["n_grads"], b.sample_stats["n_grads"])
+  np.testing.assert_array_equal(a.draws["mu"], a2.draws["mu"])
+  np.testing.assert_array_equal(a.step_size, b.step_size)
+  if chains < ROUNDS_MIN_CHAINS:
+    np.testing.assert_array_equal(a.draws["mu"], b.draws["mu"])
+    np.testing.assert_array_equal(a.sample_stats["n_grads"], b.sample_stats["n_grads"])
+  else:
+    assert not np.array_equal(a.draws["mu"], b.draws["mu"])
   assert not np.array_equal(a.draws["mu"], c.draws["mu"])
 
 
@@ -182,6 +194,20 @@ def test_many_chains_equal_few_chains_in_distribution():
                         draws=50, seed=5, progress=False)
   for r in (few, many):
     check_moments(r.draws["mu"], POST_MEAN, POST_VAR, f"{r.chains} chains")
+
+
+def test_nuts_rounds_with_many_chains():
+  """64 chains: NUTS samples in rounds (each chain's transitions in a row);
+  the posterior, the kept statistics and the streamed ones agree."""
+  kwargs = dict(kernel="nuts", chains=64, warmup=200, draws=100, seed=15, progress=False)
+  kept = ed.mcmc.sample(correlated_normal, **kwargs)
+  x = kept.draws["x"]
+  check_moments(x, LOC, np.diag(COV), "rounds", min_ess=500)
+  n_grads = kept.sample_stats["n_grads"]
+  assert len(np.unique(n_grads)) > 3 and n_grads.min() >= 1
+  streamed = ed.mcmc.sample(correlated_normal, keep_draws=False, **kwargs)
+  np.testing.assert_allclose(streamed.mean["x"], x.mean(axis=0), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(streamed.variance["x"], x.var(axis=0, ddof=1), rtol=1e-4)
 
 
 def test_streaming_moments_equal_moments_of_kept_draws():

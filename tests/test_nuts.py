@@ -126,6 +126,69 @@ def test_tree_sizes_equal_the_recursive_construction(case):
   assert np.all((accept >= 0) & (accept <= 1))
 
 
+@pytest.mark.parametrize("case", ["gaussian", "stiff"])
+def test_rounds_run_each_chains_trajectories_without_waiting(case):
+  """``run_rounds``: transition k of each chain starts where its transition
+  k - 1 ended, with transition k's momenta and directions, and its tree
+  equals the recursive reference; the loop takes as many leapfrog
+  iterations as the busiest chain needs (no chain waits for another)."""
+  chains, dim, max_depth, rounds = 24, 3, 8, 5
+  if case == "gaussian":
+    h, shift = 0.25, 0.
+    log_prob_np = lambda z: -0.5 * z @ PRECISION @ z
+    grad_np = lambda z: -PRECISION @ z
+    density = lambda z: -0.5 * tf.einsum("cd,de,ce->c", z, tf.constant(PRECISION), z)
+  else:
+    h, shift = 0.1, -0.5
+    log_prob_np = lambda z: -np.sum(np.exp(4. * z) + 0.5 * z ** 2)
+    grad_np = lambda z: -(4. * np.exp(4. * z) + z)
+    density = lambda z: -tf.reduce_sum(tf.exp(4. * z) + 0.5 * z ** 2, -1)
+  calls = tf.Variable(0)
+
+  def fn(z):
+    calls.assign_add(1)
+    return density(z)
+
+  z0 = np.random.default_rng(1).normal(size=(chains, dim)) + shift
+  kernel = ed.mcmc.NUTS(max_tree_depth=max_depth)
+  seed = tf.constant([5, 6], tf.int32)
+  transition_seed = lambda k: tf.random.experimental.stateless_fold_in(seed, k)
+
+  @tf.function
+  def run(z):
+    with kernels.random_algorithm("philox"):
+      state = kernel.init(z, fn, h)
+      calls.assign(0)
+      new, zs, info = kernel.run_rounds(state, tf.constant([[h]], tf.float64), transition_seed,
+                                        tf.constant(rounds), rounds + 2, fn)
+      draws = []
+      for k in range(rounds):
+        seeds = tf.random.experimental.stateless_split(transition_seed(tf.constant(k)), 3)
+        draws.append((kernels.stateless_normal(tf.shape(z), seeds[0], z.dtype),
+                      tf.where(kernels.stateless_uniform([chains, max_depth], seeds[1],
+                                                         z.dtype) < 0.5, -1., 1.)))
+    return new, zs, info, draws
+
+  new, zs, info, draws = run(tf.constant(z0))
+  zs, info = zs.numpy(), {k: v.numpy() for k, v in info.items()}
+  starts = [z0] + [zs[k] for k in range(rounds - 1)]
+  for k in range(rounds):
+    p0, directions = (x.numpy() for x in draws[k])
+    expected = [_reference_trajectory(log_prob_np, grad_np, starts[k][c], p0[c], h,
+                                      directions[c], max_depth) for c in range(chains)]
+    steps, depth, diverging = map(np.array, zip(*expected))
+    np.testing.assert_array_equal(info["n_grads"][k], steps, err_msg=f"transition {k}")
+    np.testing.assert_array_equal(info["tree_depth"][k], depth)
+    np.testing.assert_array_equal(info["diverging"][k], diverging)
+  np.testing.assert_array_equal(zs[rounds - 1], new.z.numpy())
+  per_chain = info["n_grads"][:rounds].sum(0)
+  assert int(calls.numpy()) == per_chain.max()
+  lockstep = info["n_grads"][:rounds].max(1).sum()  # each transition waits for its longest
+  assert per_chain.max() < lockstep, (per_chain.max(), lockstep)
+  if case == "stiff":
+    assert 0 < info["diverging"][:rounds].sum()
+
+
 def test_max_tree_depth_caps_the_trajectory():
   fn = lambda z: -0.5 * tf.reduce_sum(z ** 2, -1)
   kernel = ed.mcmc.NUTS(max_tree_depth=2)

@@ -76,6 +76,9 @@ class Kernel:
 
   name = "kernel"
   target_accept = 0.8
+  # Kernels that can run several transitions per chain without the chains
+  # waiting for each other implement ``run_rounds`` (see ``nuts.py``).
+  supports_rounds = False
 
   def default_target_accept(self, dim):
     del dim

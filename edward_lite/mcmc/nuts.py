@@ -22,11 +22,14 @@ kernel its preconditioned log density ``f``):
 4. A subtree that turns or diverges (``H - H0 > 1000`` or not finite) is
    discarded and the trajectory ends, as it does at ``max_tree_depth``.
 
-The chains advance in lockstep: one iteration of the loop is one leapfrog
-step (one batched gradient) of every chain still building its trajectory.
-Each chain keeps its own depth, leaf index, direction and checkpoints, so no
-chain waits for another at a doubling; a finished chain idles until the
-longest trajectory of the batch is done.
+One iteration of the loop is one leapfrog step (one batched gradient) of
+every chain still building its trajectory.  Each chain keeps its own depth,
+leaf index, direction and checkpoints, so no chain waits for another at a
+doubling.  In lockstep (``one_step``, and every warmup transition, after
+which the pooled step size adapts) a finished chain idles until the longest
+trajectory of the batch is done; ``run_rounds`` instead lets each chain start
+its next transition at once, for up to 32 transitions, so with hundreds of
+chains the batched leapfrog steps stay busy (the sampler's sampling phase).
 
 ``NUTS(implementation="tfp")`` runs TFP's ``NoUTurnSampler`` instead (kept
 for the side-by-side benchmark, ``benchmarks/mcmc_nuts.py``).
@@ -94,37 +97,136 @@ class NUTS(Kernel):
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
     if self._tfp:
       return self._tfp.one_step(kstate, step_size, seed, fn, step, adapt_state)
+    kstate, z, info = self.run_rounds(kstate, step_size, lambda k: seed, tf.constant(1), 1, fn)
+    del z
+    return kstate, {key: value[0] for key, value in info.items()}
+
+  @property
+  def supports_rounds(self):
+    return self._tfp is None
+
+  def run_rounds(self, kstate, step_size, transition_seed, rounds, capacity, fn):
+    """``rounds`` transitions of every chain, each chain starting its next
+    trajectory as soon as its last one ends.
+
+    In lockstep (``rounds = 1``) every chain waits for the longest
+    trajectory of the batch; here a chain waits only at the end of its
+    ``rounds``-th transition, so with many chains the batched leapfrog steps
+    stay busy.  Transition ``k`` of a chain draws its momentum and
+    directions from ``transition_seed(k)``, as ``one_step`` does; the
+    uniforms of the multinomial choices come from the leapfrog iteration of
+    the round, so a round of one transition is exactly ``one_step``.
+
+    Args:
+      kstate: ``GradState`` of ``C`` chains.
+      step_size: ``[C or 1, 1]``.
+      transition_seed: ``k -> seed`` (``k`` a scalar int32 Tensor).
+      rounds: scalar int32 Tensor, ``1 <= rounds <= capacity``.
+      capacity: Python int, the size of the per-transition outputs.
+      fn: the log density ``[C, D] -> [C]``.
+
+    Returns:
+      ``(kstate, z, info)``: the last state, the states after each
+      transition ``[capacity, C, D]`` and the per-transition statistics
+      ``[capacity, C]`` (rows ``>= rounds`` unspecified).
+    """
     depth_max = self.max_tree_depth
-    z, dtype = kstate.z, kstate.z.dtype
-    chains, dim = z.shape[0], z.shape[1]
-    seeds = tf.random.experimental.stateless_split(seed, 3)
-    p0 = stateless_normal(tf.shape(z), seeds[0], dtype)
-    directions = tf.where(stateless_uniform([chains, depth_max], seeds[1], dtype) < 0.5,
-                          tf.constant(-1., dtype), tf.constant(1., dtype))
-    h0 = -kstate.log_prob + 0.5 * tf.reduce_sum(tf.square(p0), -1)
-    start = _Point(z, p0, kstate.grad)
-    zeros_c = tf.zeros([chains], dtype)
-    tree = _Tree(
-        done=tf.zeros([chains], tf.bool), depth=tf.zeros([chains], tf.int32),
-        leaf=tf.zeros([chains], tf.int32), cursor=start, left=start, right=start,
-        proposal=kstate, energy=h0, log_w=zeros_c, rho=p0,
-        sub_proposal=kstate, sub_energy=h0, sub_log_w=zeros_c, sub_rho=tf.zeros_like(p0),
-        ckpt_p=tf.zeros([chains, depth_max, dim], dtype),
-        ckpt_rho=tf.zeros([chains, depth_max, dim], dtype),
-        ckpt_pp=tf.zeros([chains, depth_max], dtype),
-        ckpt_prho=tf.zeros([chains, depth_max], dtype),
-        sum_accept=zeros_c, n_grads=tf.zeros([chains], tf.int32),
-        diverging=tf.zeros([chains], tf.bool))
+    z0, dtype = kstate.z, kstate.z.dtype
+    chains, dim = z0.shape[0], z0.shape[1]
 
-    def body(i, tree):
-      leaf_seed = tf.random.experimental.stateless_fold_in(seeds[2], i)
-      return i + 1, _leapfrog_leaf(tree, fn, step_size, directions, h0, leaf_seed, depth_max)
+    # Momenta and directions of every transition of the round, drawn as in
+    # lockstep from the transition's seed: one buffer [K, C, D + depth], so
+    # a leaf gathers the next transition's draws in one op.
+    def draw(k, draws):
+      seeds = tf.random.experimental.stateless_split(transition_seed(k), 3)
+      p = stateless_normal([chains, dim], seeds[0], dtype)
+      d = tf.where(stateless_uniform([chains, depth_max], seeds[1], dtype) < 0.5,
+                   tf.constant(-1., dtype), tf.constant(1., dtype))
+      return k + 1, tf.tensor_scatter_nd_update(draws, [[k]], tf.concat([p, d], -1)[None])
 
-    _, tree = tf.while_loop(lambda i, tree: ~tf.reduce_all(tree.done), body,
-                            (tf.constant(0), tree))
-    accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
-    return tree.proposal, _info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
-                                tree.proposal.log_prob)
+    draws = tf.while_loop(lambda k, _: k < rounds, draw,
+                          (tf.constant(0), tf.zeros([capacity, chains, dim + depth_max], dtype)))[1]
+    leaf_seed = tf.random.experimental.stateless_split(transition_seed(tf.constant(0)), 3)[2]
+    chain_index = tf.range(chains)
+
+    def next_draws(k):
+      """Momentum ``[C, D]`` and directions ``[C, depth]`` of each chain's
+      transition ``k_c``."""
+      row = tf.gather_nd(draws, tf.stack([tf.minimum(k, capacity - 1), chain_index], -1))
+      return row[:, :dim], row[:, dim:]
+
+    def restart(tree, h0, directions, chains_to_restart, k):
+      """The chains in ``chains_to_restart`` start transition ``k_c`` from
+      their proposal.  Only what a new trajectory reads before writing is
+      reset: the cursor, the subtree's sums and the checkpoints are
+      overwritten at its first leaf."""
+      p0, new_directions = next_draws(k)
+      state = tree.proposal
+      new_h0 = -state.log_prob + 0.5 * tf.reduce_sum(tf.square(p0), -1)
+      end = _Point(state.z, p0, state.grad)
+      m = chains_to_restart
+      zeros_c = tf.zeros_like(h0)
+      reset = lambda new, old: _where(m, new, old)
+      tree = tree._replace(
+          done=tree.done & ~m, depth=tf.where(m, 0, tree.depth), leaf=tf.where(m, 0, tree.leaf),
+          left=reset(end, tree.left), right=reset(end, tree.right),
+          energy=tf.where(m, new_h0, tree.energy), log_w=tf.where(m, zeros_c, tree.log_w),
+          rho=reset(p0, tree.rho), sum_accept=tf.where(m, zeros_c, tree.sum_accept),
+          n_grads=tf.where(m, 0, tree.n_grads), diverging=tree.diverging & ~m)
+      return tree, tf.where(m, new_h0, h0), reset(new_directions, directions)
+
+    # Per transition, one row [C, D + 6]: the state, then the statistics
+    # (integers and booleans are exact in floating point); a scratch row at
+    # ``capacity`` takes the writes of unfinished chains.
+    stats = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
+    p0, directions = next_draws(tf.zeros([chains], tf.int32))
+    tree = _new_tree(kstate, p0, depth_max)
+
+    def body(i, k, tree, h0, directions, out):
+      tree = _leapfrog_leaf(tree, fn, step_size, directions, h0,
+                            tf.random.experimental.stateless_fold_in(leaf_seed, i), depth_max)
+      finished = tree.done & (k < rounds)
+      accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
+      values = _info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
+                     tree.proposal.log_prob)
+      row = tf.concat([tree.proposal.z] + [tf.cast(values[key], dtype)[:, None] for key in stats],
+                      -1)
+      index = tf.stack([tf.where(finished, k, capacity), chain_index], -1)
+      out = tf.tensor_scatter_nd_update(out, index, row)
+      k = k + tf.cast(finished, tf.int32)
+      tree, h0, directions = restart(tree, h0, directions, finished & (k < rounds), k)
+      return i + 1, k, tree, h0, directions, out
+
+    tree, out = tf.while_loop(
+        lambda i, k, *_: tf.reduce_any(k < rounds), body,
+        (tf.constant(0), tf.zeros([chains], tf.int32), tree, tree.energy, directions,
+         tf.zeros([capacity + 1, chains, dim + len(stats)], dtype)))[2::3]
+    out = out[:capacity]
+    info = {key: out[..., dim + j] for j, key in enumerate(stats)}
+    info.update(diverging=info["diverging"] > 0.5,
+                n_grads=tf.cast(info["n_grads"], tf.int32),
+                tree_depth=tf.cast(info["tree_depth"], tf.int32))
+    return tree.proposal, out[..., :dim], info
+
+
+def _new_tree(state, p0, depth_max):
+  """The one-leaf trajectory at ``state`` (``GradState``) with momentum ``p0``."""
+  chains, dim = p0.shape[0], p0.shape[1]
+  dtype = p0.dtype
+  h0 = -state.log_prob + 0.5 * tf.reduce_sum(tf.square(p0), -1)
+  start = _Point(state.z, p0, state.grad)
+  zeros_c = tf.zeros([chains], dtype)
+  return _Tree(
+      done=tf.zeros([chains], tf.bool), depth=tf.zeros([chains], tf.int32),
+      leaf=tf.zeros([chains], tf.int32), cursor=start, left=start, right=start,
+      proposal=state, energy=h0, log_w=zeros_c, rho=p0,
+      sub_proposal=state, sub_energy=h0, sub_log_w=zeros_c, sub_rho=tf.zeros_like(p0),
+      ckpt_p=tf.zeros([chains, depth_max, dim], dtype),
+      ckpt_rho=tf.zeros([chains, depth_max, dim], dtype),
+      ckpt_pp=tf.zeros([chains, depth_max], dtype),
+      ckpt_prho=tf.zeros([chains, depth_max], dtype),
+      sum_accept=zeros_c, n_grads=tf.zeros([chains], tf.int32),
+      diverging=tf.zeros([chains], tf.bool))
 
 
 def _where(mask, new, old):

@@ -10,7 +10,11 @@ chunks and all seeds.
 
 The random stream is stateless: transition ``t`` uses the seed
 ``fold_in(seed, t)``, so a run does not depend on how it is cut into chunks
-and a resumed run equals an uninterrupted one.
+and a resumed run equals an uninterrupted one.  With 32 chains or more
+NUTS samples in *rounds*: after warmup each chain runs up to 32 transitions
+in a row without waiting for the others (``NUTS.run_rounds``), a round
+ending with its chunk, so those draws depend on the chunk size too (resuming
+cuts the same chunks).
 """
 
 import collections
@@ -31,6 +35,11 @@ from edward_lite.target import make_target
 __all__ = ["sample"]
 
 DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
+# NUTS samples in rounds (each chain runs its transitions without waiting for
+# the others) from this many chains (per device) up; with fewer, lockstep
+# wastes little (0.96 of the leapfrog steps are useful at 4 chains on eight
+# schools) and the rounds' code would add ~1 s of compile time.
+ROUNDS_MIN_CHAINS = 32
 
 STAT_KEYS = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
 
@@ -366,26 +375,26 @@ class _Program:
     totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                   accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
 
-    def transition(i, kstate, step_size, kadapt, totals):
-      """One kernel step; the chunk's running totals updated."""
+    def one_step(i, kstate, step_size, kadapt):
+      """One kernel step: the new kernel state, the chains' states ``z`` and
+      the step's statistics."""
       t = start + i
-      step_seed = tf.random.experimental.stateless_fold_in(seed, t)
-      kstate, info = kernel.one_step(kstate, step_size, step_seed, log_prob, step=t,
-                                     adapt_state=kadapt)
+      kstate, info = kernel.one_step(kstate, step_size, tf.random.experimental.stateless_fold_in(
+          seed, t), log_prob, step=t, adapt_state=kadapt)
+      return kstate, kernel.state(kstate), info
+
+    def body(i, kstate, dual_avg, metric, kadapt, acc, buffers, totals, transition):
+      """One transition and its bookkeeping.  A chunk is all warmup or all
+      sampling; the flags select (``tf.where``: a ``tf.cond`` per
+      transition costs more than this elementwise work)."""
+      step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
+      new_kstate, z, info = transition(i, kstate, step_size, kadapt)
       totals = dict(
           n_grads=totals["n_grads"] + info["n_grads"],
           diverging=totals["diverging"] + tf.cast(info["diverging"], tf.int32),
           accept_prob=totals["accept_prob"] + info["accept_prob"],
           max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
-      return kstate, info, totals
-
-    def body(i, kstate, dual_avg, metric, kadapt, acc, buffers, totals):
-      """One transition and its bookkeeping.  A chunk is all warmup or all
-      sampling; the flags select (``tf.where``: a ``tf.cond`` per
-      transition costs more than this elementwise work)."""
-      step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
-      new_kstate, info, totals = transition(i, kstate, step_size, kadapt, totals)
-      u = _to_u(kernel.state(new_kstate), scale)
+      u = _to_u(z, scale)
       accept = info["accept_prob"]
       pooled = dual_avg.h_bar.shape[0] == 1
       stat = tf.reduce_mean(accept)[None, None] if pooled else accept[:, None]
@@ -408,32 +417,67 @@ class _Program:
         out[key] = tf.tensor_scatter_nd_update(buffers[key], row, info[key][None])
       return out
 
-    def segment(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
-      """The transitions up to the end of the chunk or, when sampling, of
-      the current batch of the streaming statistics or of the first half;
-      then the batch's bookkeeping.  The per-transition loop only carries an
-      ``Accumulator`` of the statistics (no gather or scatter by half)."""
-      end = tf.minimum(n, i + stream.batch_size - stream.in_batch)
-      end = tf.where(start + i < split_at, tf.minimum(end, split_at - start), end)
-      end = tf.where(sampling, end, n)
-      second_half = start + i >= split_at
-      j, kstate, dual_avg, metric, kadapt, acc, buffers, totals = tf.while_loop(
-          lambda j, *_: j < end, body,
-          (i, kstate, dual_avg, metric, kadapt, streaming.run_begin(stream, second_half),
-           buffers, totals))
-      stream = streaming.stream_close(streaming.run_end(
-          stream, acc, second_half, tf.where(sampling, j - i, 0)))
-      return j, kstate, dual_avg, metric, kadapt, stream, buffers, totals
+    def segments(i, last, carry, transition):
+      """Transitions ``i .. last - 1`` in segments that end at the end of
+      the current batch of the streaming statistics or of the first half
+      (when sampling); each segment's bookkeeping closes it.  The
+      per-transition loop only carries an ``Accumulator`` of the statistics
+      (no gather or scatter by half)."""
 
-    kstate, dual_avg, metric, kadapt, stream, buffers, totals = tf.while_loop(
-        lambda i, *_: i < n, segment,
-        (tf.constant(0), kstate, state.dual_avg, state.metric, state.kernel_adapt, state.stream,
-         buffers, totals))[1:]
+      def segment(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
+        end = tf.minimum(last, i + stream.batch_size - stream.in_batch)
+        end = tf.where(start + i < split_at, tf.minimum(end, split_at - start), end)
+        end = tf.where(sampling, end, last)
+        second_half = start + i >= split_at
+        j, kstate, dual_avg, metric, kadapt, acc, buffers, totals = tf.while_loop(
+            lambda j, *_: j < end, lambda *v: body(*v, transition),
+            (i, kstate, dual_avg, metric, kadapt, streaming.run_begin(stream, second_half),
+             buffers, totals))
+        stream = streaming.stream_close(streaming.run_end(
+            stream, acc, second_half, tf.where(sampling, j - i, 0)))
+        return j, kstate, dual_avg, metric, kadapt, stream, buffers, totals
+
+      return tf.while_loop(lambda i, *_: i < last, segment, (i,) + carry)
+
+    def round_of_transitions(i, kstate, dual_avg, *carry):
+      """Up to ``round_capacity`` transitions run by the kernel with no
+      chain waiting for another (one in warmup, where the step size adapts
+      after every transition), then their bookkeeping."""
+      rounds = tf.where(adapt_step, 1, tf.minimum(round_capacity, n - i))
+      step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
+      kstate, z_all, info_all = kernel.run_rounds(
+          kstate, step_size,
+          lambda k: tf.random.experimental.stateless_fold_in(seed, start + i + k), rounds,
+          round_capacity, log_prob)
+
+      def transition(j, kstate, step_size, kadapt):
+        del step_size, kadapt
+        return kstate, tf.gather(z_all, j - i), {key: tf.gather(value, j - i)
+                                                 for key, value in info_all.items()}
+
+      return segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
+
+    carry = (kstate, state.dual_avg, state.metric, state.kernel_adapt, state.stream, buffers,
+             totals)
+    if kernel.supports_rounds and chains >= ROUNDS_MIN_CHAINS:
+      round_capacity = _round_capacity(chains, target.dim)
+      carry = tf.while_loop(lambda i, *_: i < n, round_of_transitions,
+                            (tf.constant(0),) + carry)[1:]
+    else:
+      carry = segments(tf.constant(0), n, carry, one_step)[1:]
+    kstate, dual_avg, metric, kadapt, stream, buffers, totals = carry
     new_state = ChunkState(_to_u(kernel.state(kstate), scale), scale, dual_avg, metric, kadapt,
                            stream)
     # Full buffers: slicing to the kept count here would make it a compile-time
     # constant and recompile for every chunk length; the host slices instead.
     return new_state, {"kept": buffers, "totals": totals}
+
+
+def _round_capacity(chains, dim):
+  """Transitions per round of a kernel that runs rounds (NUTS): up to 32,
+  fewer when the round's momenta and states (``2 * K * C * D`` numbers)
+  would exceed 2^23 numbers."""
+  return int(np.clip(2 ** 22 // (chains * dim), 1, 32))
 
 
 def _select(flag, a, b):
