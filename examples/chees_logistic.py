@@ -3,7 +3,8 @@
 Many short chains are the regime ChEES-HMC (Hoffman, Radul & Sountsov 2021)
 was made for: its trajectory length is adapted from all chains at once, and
 every chain runs the same number of leapfrog steps, so nothing waits in
-lockstep (unlike NUTS, where every chain waits for the longest tree).  The
+lockstep (NUTS chains wait for the longest tree of the batch in warmup, and
+at the end of each round of up to 32 transitions when sampling).  The
 script fits the same model with jittered HMC and NUTS for comparison and
 prints each sampler's gradient evaluations, wall time, minimum bulk ESS,
 nested R-hat over superchains, and the largest disagreement in posterior
