@@ -83,7 +83,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       one step size) -- robust for many chains; False adapts per chain.
     chunk_size: transitions per compiled call between host updates
       (progress, checkpoints); default 200.  With kept draws a sampling
-      chunk holds ``chunk_size`` kept draws.
+      chunk holds ``chunk_size`` kept draws.  NUTS with 32 chains or more
+      samples in rounds that end with the chunk, so its draws depend on
+      ``chunk_size`` as well as ``seed``.
     progress: show a tqdm progress bar (when tqdm is installed and stderr
       is a terminal).
     checkpoint_dir: directory for checkpoints; an interrupted run resumes
