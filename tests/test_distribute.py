@@ -208,10 +208,12 @@ def normal_mean(n):
   return ed.Normal(mu, tf.constant(1., F64), sample_shape=n, name="y")
 
 
-@pytest.mark.parametrize("pooled", [True, False])
-def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, pooled):
-  reference = _sample(pooled=pooled)
-  result = _sample(strategy=strategies[1], parallel="chain_groups", pooled=pooled)
+@pytest.mark.parametrize("pooled, chains", [(True, 4), (False, 4), (True, 32)])
+def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, pooled, chains):
+  """32 chains: NUTS samples in rounds, in each block as on one device."""
+  reference = _sample(pooled=pooled, chains=chains)
+  result = _sample(strategy=strategies[1], parallel="chain_groups", pooled=pooled,
+                   chains=chains)
   for name in ("w", "tau"):
     np.testing.assert_array_equal(result.draws[name], reference.draws[name])
   np.testing.assert_array_equal(result.step_size, reference.step_size)
@@ -237,10 +239,12 @@ def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
     np.testing.assert_array_equal(got, want)
 
 
-def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies):
+@pytest.mark.parametrize("chains", [8, 64])  # 64: blocks of 32 sample in rounds
+def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies, chains):
   y, m, s = _normal_mean_data()
-  kwargs = dict(observed={"y": y}, chains=8, warmup=200, draws=300, seed=5, progress=False,
-                strategy=strategies[2], parallel="chain_groups", init={"mu": 0.})
+  kwargs = dict(observed={"y": y}, chains=chains, warmup=200, draws=300, seed=5,
+                progress=False, strategy=strategies[2], parallel="chain_groups",
+                init={"mu": 0.})
   result = ed.mcmc.sample(normal_mean, len(y), **kwargs)
   draws = result.draws["mu"]
   se = s / np.sqrt(result.summary(print_table=False)["mu"]["ess_bulk"])
@@ -248,7 +252,7 @@ def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies):
   assert abs(draws.std() / s - 1) < 0.15
   np.testing.assert_array_equal(ed.mcmc.sample(normal_mean, len(y), **kwargs).draws["mu"], draws)
   # Same initial state everywhere: the two blocks differ only by their seeds.
-  assert not np.allclose(draws[:, 0], draws[:, 4])
+  assert not np.allclose(draws[:, 0], draws[:, chains // 2])
 
 
 def test_chain_groups_resume_from_a_checkpoint(strategies, tmp_path):
