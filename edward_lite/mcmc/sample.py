@@ -452,6 +452,10 @@ class _Program:
           lambda k: tf.random.experimental.stateless_fold_in(seed, start + i + k), rounds,
           round_capacity, log_prob)
 
+      # The round has already advanced ``kstate``; the bookkeeping reads its
+      # transitions' states and statistics.  (A kernel whose adapt_update
+      # needs the state before each transition, like ChEES, must not run
+      # rounds: it would get the state after the round.)
       def transition(j, kstate, step_size, kadapt):
         del step_size, kadapt
         return kstate, tf.gather(z_all, j - i), {key: tf.gather(value, j - i)
