@@ -29,7 +29,7 @@ import tensorflow as tf
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
            "welford_covariance",
-           "warmup_windows"]
+           "warmup_windows", "pool_flags"]
 
 DualAveragingState = collections.namedtuple(
     "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu"])
@@ -138,3 +138,9 @@ def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
     windows.append((start, end))
     start, size = end, size * 2
   return windows
+
+
+def pool_flags(pooled):
+  """``(pool_step, pool_metric)`` -- whether the step size and the metric
+  are one for all chains -- from such a pair, or one bool for both."""
+  return (bool(pooled), bool(pooled)) if isinstance(pooled, bool) else tuple(pooled)

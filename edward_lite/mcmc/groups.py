@@ -27,6 +27,8 @@ import concurrent.futures
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.mcmc import adaptation
+
 __all__ = ["ChainGroups"]
 
 
@@ -41,7 +43,8 @@ class ChainGroups:
     if chains % len(devices):
       raise ValueError(f"parallel='chain_groups' needs chains to be a multiple of the "
                        f"{len(devices)} devices; got chains={chains}.")
-    self.devices, self.size, self.pooled = devices, len(devices), pooled
+    self.devices, self.size = devices, len(devices)
+    self.pool_step, self.pool_metric = adaptation.pool_flags(pooled)
     if self.size not in _POOLS:  # one thread per device, shared by every call
       _POOLS[self.size] = concurrent.futures.ThreadPoolExecutor(self.size)
     self._pool = _POOLS[self.size]
@@ -69,11 +72,11 @@ class ChainGroups:
   def _axes(self, state):
     """The chain axis of every field of a ChunkState (None: one value for all
     chains), as a structure like ``state``."""
-    per_chain = None if self.pooled else 0  # step sizes; a diagonal scale
     stream = state.stream
     return state._replace(
-        u=0, scale=per_chain if state.scale.shape.rank == 2 else None,
-        dual_avg=tf.nest.map_structure(lambda x: per_chain, state.dual_avg),
+        u=0, scale=None if self.pool_metric or state.scale.shape.rank == 3 else 0,
+        dual_avg=tf.nest.map_structure(lambda x: None if self.pool_step else 0,
+                                       state.dual_avg),
         metric=state.metric._replace(count=None, mean=0, m2=0),
         kernel_adapt=tf.nest.map_structure(lambda x: None, state.kernel_adapt),
         stream=stream._replace(

@@ -79,6 +79,9 @@ class Kernel:
   # Kernels that can run several transitions per chain without the chains
   # waiting for each other implement ``run_rounds`` (see ``nuts.py``).
   supports_rounds = False
+  # Kernels whose adaptation compares chains in one preconditioned space
+  # (ChEES' trajectory criterion) need one metric for all chains.
+  shared_metric = False
 
   def default_target_accept(self, dim):
     del dim
@@ -299,6 +302,7 @@ class ChEES(HMC):
   """
 
   name = "chees"
+  shared_metric = True
 
   def __init__(self, initial_trajectory_length=None, max_leapfrog_steps=1000,
                learning_rate=0.025, target_accept=0.651):

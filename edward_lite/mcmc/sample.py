@@ -49,7 +49,7 @@ ChunkState = collections.namedtuple(
 
 def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
-           step_size=None, adapt_metric=True, pooled=True, chunk_size=None,
+           step_size=None, adapt_metric=True, pooled=None, chunk_size=None,
            progress=True, checkpoint_dir=None, max_init_tries=100, callback=None,
            strategy=None, parallel="data", jit_compile=True, **kwargs):
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
@@ -79,8 +79,16 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       ``True`` or ``"diag"`` (diagonal), ``"dense"`` (full covariance, for
       strongly correlated posteriors of moderate dimension; needs
       ``pooled=True``), ``False`` (identity).
-    pooled: pool metric and step-size adaptation across chains (one metric,
-      one step size) -- robust for many chains; False adapts per chain.
+    pooled: how warmup adaptation is shared between chains.  ``None``
+      (default): every chain adapts its own step size, and its own diagonal
+      metric -- Stan's and NumPyro's scheme, in which no chain can freeze
+      at a bad start because of the others -- except where the metric must
+      be one for all chains (``adapt_metric="dense"``, ChEES), which is then
+      pooled.  ``False``: per-chain step size and metric.  ``"metric"``:
+      per-chain step sizes, one metric estimated from all chains.  ``True``:
+      one step size (tuned to the mean acceptance over chains) and one
+      metric; a chain that starts where the density is very steep can then
+      stay stuck there (the summary warns about stuck chains).
     chunk_size: transitions per compiled call between host updates
       (progress, checkpoints); default 200.  With kept draws a sampling
       chunk holds ``chunk_size`` kept draws.  NUTS with 32 chains or more
@@ -122,19 +130,17 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   if adapt_metric not in (True, False, "diag", "dense"):
     raise ValueError(f"adapt_metric must be True, False, 'diag' or 'dense'; got {adapt_metric!r}.")
   dense = adapt_metric == "dense"
-  if dense and not pooled:
-    raise ValueError("adapt_metric='dense' estimates one metric from all chains; it needs "
-                     "pooled=True.")
+  kernel = get_kernel(kernel)
+  pooling = _pooling(pooled, dense, kernel)
   if parallel not in ("data", "chains", "chain_groups"):
     raise ValueError(f"parallel must be 'data', 'chains' or 'chain_groups'; got {parallel!r}.")
-  kernel = get_kernel(kernel)
   groups = None
   if parallel == "chain_groups":
-    groups = _chain_groups(strategy, chains, pooled)
-    program = _Program.get(model, args, kwargs, observed, kernel, chains // groups.size, pooled,
+    groups = _chain_groups(strategy, chains, pooling)
+    program = _Program.get(model, args, kwargs, observed, kernel, chains // groups.size, pooling,
                            jit_compile=jit_compile)
   else:
-    program = _Program.get(model, args, kwargs, observed, kernel, chains, pooled,
+    program = _Program.get(model, args, kwargs, observed, kernel, chains, pooling,
                            strategy, parallel, jit_compile)
   target = program.target
   dtype = target.dtype.as_numpy_dtype
@@ -150,14 +156,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
 
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
-      thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooled,
+      thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooling,
       init=_describe_init(init), step_size=step_size,
       **({"chain_groups": groups.size} if groups else {}))) if checkpoint_dir else None
   resumed = ckpt.load() if ckpt else None
 
   if resumed is not None:
     state, step, host = resumed["state"], resumed["step"], resumed["host"]
-    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, chains, pooled, dense),
+    state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, chains, pooling, dense),
                                                  [tf.constant(x) for x in state]))
     kept = {k: list(v) for k, v in host["kept"].items()}
   else:
@@ -167,7 +173,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     if isinstance(kernel, RWMH) and kernel.scale is not None and step_size is None:
       h0 = kernel.scale
     state = program.initial_chunk_state(tf.constant(u0), tf.constant(h0, dtype), chains,
-                                        pooled, dense,
+                                        pooling, dense,
                                         tf.constant(-(-draws // streaming.NUM_BATCHES)))
     step = 0
     kept = collections.defaultdict(list)
@@ -208,7 +214,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept.setdefault("_warmup", []).append(np.asarray(in_warmup))
     step += n
     if in_warmup and step in window_ends:
-      state = _end_window(state, pooled, dtype)
+      state = _end_window(state, pooling[1], dtype)
     if step == warmup:
       state = state._replace(kernel_adapt=kernel.finalize_adaptation(state.kernel_adapt))
     if bar is not None:
@@ -227,6 +233,21 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
   return MCMCResult.build(base_target, kernel, kept, state, chains=chains, warmup=warmup,
                           draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)
+
+
+def _pooling(pooled, dense, kernel):
+  """``(pool_step, pool_metric)``: whether the step size and the metric are
+  one for all chains, from ``sample``'s ``pooled=`` setting."""
+  if pooled is None:
+    return False, dense or kernel.shared_metric
+  if isinstance(pooled, str) and pooled == "metric":
+    return False, True
+  if pooled is True or pooled is False:
+    if dense and not pooled:
+      raise ValueError("adapt_metric='dense' estimates one metric from all chains; it needs "
+                       "pooled=True, 'metric' or None (the default).")
+    return pooled, pooled
+  raise ValueError(f"pooled must be None, False, 'metric' or True; got {pooled!r}.")
 
 
 def _chain_groups(strategy, chains, pooled):
@@ -331,9 +352,10 @@ class _Program:
 
   def _initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
     dtype, dim = self.target.dtype, self.target.dim
-    step_shape = [1, 1] if pooled else [chains, 1]
+    pool_step, pool_metric = adaptation.pool_flags(pooled)
+    step_shape = [1, 1] if pool_step else [chains, 1]
     return ChunkState(
-        u=u, scale=_identity_scale(dim, chains, pooled, dense, dtype),
+        u=u, scale=_identity_scale(dim, chains, pool_metric, dense, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
         metric=adaptation.welford_init([chains, dim], dtype, dense),
         kernel_adapt=self.kernel.adapt_init(chains, dtype),
@@ -511,7 +533,8 @@ def _identity_scale(dim, chains, pooled, dense, dtype):
 
 
 def _end_window(state, pooled, dtype):
-  """Metric update and step-size restart at the end of a slow window."""
+  """Metric update (one metric for all chains if ``pooled``) and step-size
+  restart at the end of a slow window."""
   if state.metric.m2.shape.rank == 3:  # dense
     scale = tf.linalg.cholesky(adaptation.welford_covariance(state.metric))[None]
   else:
