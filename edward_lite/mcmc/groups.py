@@ -74,7 +74,7 @@ class ChainGroups:
     chains), as a structure like ``state``."""
     stream = state.stream
     return state._replace(
-        u=0, scale=None if self.pool_metric or state.scale.shape.rank == 3 else 0,
+        u=0, z=0, scale=None if self.pool_metric or state.scale.shape.rank == 3 else 0,
         dual_avg=tf.nest.map_structure(lambda x: None if self.pool_step else 0,
                                        state.dual_avg),
         metric=state.metric._replace(count=None, mean=0, m2=0),

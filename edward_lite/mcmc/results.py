@@ -25,6 +25,9 @@ class MCMCResult:
       or dense ``[D, D]`` (``adapt_metric="dense"``).
     divergences: divergent transitions after warmup (per chain);
       ``warmup_divergences`` during warmup.
+    chain_accept, chain_divergent: per chain ``[chains]``, the mean
+      acceptance statistic and the fraction of divergent transitions after
+      warmup (kept even when draws are not).
     num_gradients: gradient evaluations per chain, warmup included.
     mean, variance: per-chain running moments ``[chains, *shape]`` of each
       variable, kept even when draws are not.
@@ -45,7 +48,8 @@ class MCMCResult:
     stats = {k: cat(k) for k in ("accept_prob", "diverging", "n_grads", "tree_depth",
                                  "energy", "log_prob")}
     flat = cat("draws") if keep_draws else None
-    totals = {k: np.stack(kept["_" + k]) for k in ("n_grads", "diverging", "max_depth")}
+    totals = {k: np.stack(kept["_" + k]) for k in ("n_grads", "diverging", "max_depth",
+                                                   "accept_prob")}
     in_warmup = np.array(kept["_warmup"], bool)
     stream = streaming.stream_summary(state.stream)
     result = cls(
@@ -56,6 +60,8 @@ class MCMCResult:
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
         inverse_metric=_inverse_metric(state.scale.numpy()),
         num_gradients=totals["n_grads"].sum(axis=0),
+        chain_accept=totals["accept_prob"][~in_warmup].sum(axis=0) / draws,
+        chain_divergent=totals["diverging"][~in_warmup].sum(axis=0) / draws,
         warmup_divergences=totals["diverging"][in_warmup].sum(axis=0),
         mean=target.split_constrained(stream["chain_mean"]),
         variance=target.split_constrained(stream["variance"]),
@@ -123,8 +129,57 @@ class MCMCResult:
                 mcse_mean=streamed["mcse_mean"], q5=nan, q50=nan, q95=nan,
                 ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"])
 
+  def stuck_chains(self):
+    """Chains that did not sample the posterior with the others.
+
+    A chain is *stuck* when, after warmup, its mean acceptance is below
+    0.05, most of its transitions diverge, or (with 3 or more chains) some
+    parameter barely moves in it (variance below 1/100 of the median
+    chain's) while its mean lies more than 5 median within-chain sds from
+    the median of the chains' means.  It is *apart* when its mean lies that
+    far out with a healthy variance (another mode, or not yet mixed).
+
+    Returns:
+      list of ``(chain, kind, reason)`` with kind ``"stuck"`` or ``"apart"``.
+    """
+    out = []
+    for c in range(self.chains):
+      reasons = []
+      if self.chain_accept[c] < 0.05:
+        reasons.append(f"acceptance {self.chain_accept[c]:.2f}")
+      if self.chain_divergent[c] > 0.5:
+        reasons.append(f"{100 * self.chain_divergent[c]:.0f}% of transitions divergent")
+      kind, far = "stuck" if reasons else None, None
+      if self.chains >= 3:
+        for name in self.target.names:
+          m = self.mean[name].reshape(self.chains, -1)
+          v = self.variance[name].reshape(self.chains, -1)
+          center, spread = np.median(m, axis=0), np.sqrt(np.median(v, axis=0))
+          z = np.abs(m[c] - center) / np.where(spread > 0, spread, np.inf)
+          if np.any(z > 5.):
+            j = int(np.argmax(z))
+            label = name + (f"[{j}]" if m.shape[1] > 1 else "")
+            far = f"{label} mean {m[c, j]:.3g} against {center[j]:.3g} in the other chains"
+            frozen = v[c, j] < 0.01 * np.median(v[:, j])
+            kind = kind or ("stuck" if frozen else "apart")
+            break
+      if kind:
+        out.append((c, kind, ", ".join(reasons + ([far] if far else []))))
+    return out
+
   def _warnings(self, rows):
     notes = []
+    for chain, kind, reason in self.stuck_chains():
+      if kind == "stuck":
+        notes.append(
+            f"Chain {chain} is stuck ({reason}): it never left a region where the density "
+            "is very steep, so its draws are not from the posterior; sample with per-chain "
+            "adaptation (pooled=None, the default), longer warmup, or init= values inside "
+            "the posterior's bulk.")
+      else:
+        notes.append(
+            f"Chain {chain} sampled apart from the others ({reason}): the posterior may be "
+            "multimodal or the chains have not mixed; run longer or reparameterize.")
     r_hat = np.array([r["r_hat"] for _, r in rows])
     ess = np.array([r["ess_bulk"] for _, r in rows])
     if np.any(r_hat > 1.01):
@@ -140,7 +195,10 @@ class MCMCResult:
     div = self.divergences
     if div is not None and div.sum() > 0:
       notes.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
-                   "may be biased: raise target_accept or reparameterize (e.g. non-centered).")
+                   "may be biased: raise target_accept (e.g. kernel=ed.mcmc.NUTS("
+                   "target_accept=0.95), or 0.99 for posteriors with strong curvature such "
+                   "as Gaussian-process length scales) or reparameterize (e.g. "
+                   "non-centered).")
     depth = self.sample_stats.get("tree_depth")
     max_depth = getattr(self.kernel, "max_tree_depth", None)
     if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:

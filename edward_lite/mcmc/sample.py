@@ -43,8 +43,12 @@ ROUNDS_MIN_CHAINS = 32
 
 STAT_KEYS = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
 
+# ``u``: the chains' unconstrained states ``[C, D]``; ``z``: the same in the
+# preconditioned space the kernel moves in (``u = _to_u(z, scale)``), carried
+# so that a chunk boundary does not round-trip ``z`` through ``u``, which
+# would make the draws depend on the chunking by round-off.
 ChunkState = collections.namedtuple(
-    "ChunkState", ["u", "scale", "dual_avg", "metric", "kernel_adapt", "stream"])
+    "ChunkState", ["u", "z", "scale", "dual_avg", "metric", "kernel_adapt", "stream"])
 
 
 def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
@@ -273,9 +277,10 @@ def _chain_groups(strategy, chains, pooled):
 class _Program:
   """A model target and its compiled chunk function, cached across calls.
 
-  The cache key is the program, a fingerprint of its data, the kernel
-  settings, the number of chains and the pooling, so a new seed or new run
-  lengths reuse the compiled program.
+  The cache key is the program's code and its data by content
+  (``runtime.fingerprint``), the kernel settings, the number of chains and
+  the pooling, so a new seed or new run lengths reuse the compiled program;
+  a call that cannot be identified by content is built fresh, never cached.
   """
 
   _cache = collections.OrderedDict()
@@ -286,9 +291,9 @@ class _Program:
           parallel="data", jit_compile=True):
     strategy = distribute.resolve(strategy, parallel)
     fingerprint = runtime.fingerprint(model, args, kwargs, observed)
-    key = (fingerprint, kernel.settings(), chains, pooled, id(strategy), parallel,
+    key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
            bool(jit_compile))
-    if key in cls._cache:
+    if fingerprint.key is not None and key in cls._cache:
       cls._cache.move_to_end(key)
       return cls._cache[key]
     target = make_target(model, *args, observed=observed, **kwargs)
@@ -299,9 +304,10 @@ class _Program:
       target = distribute.ShardedTarget(target, strategy, parallel, model=model,
                                         jit_compile=jit_compile)
     program = cls(target, kernel, fingerprint, jit_compile=jit_compile)
-    cls._cache[key] = program
-    while len(cls._cache) > cls.MAX_CACHED:
-      cls._cache.popitem(last=False)
+    if fingerprint.key is not None:
+      cls._cache[key] = program
+      while len(cls._cache) > cls.MAX_CACHED:
+        cls._cache.popitem(last=False)
     return program
 
   def __init__(self, target, kernel, fingerprint, jit_compile=True):
@@ -355,7 +361,7 @@ class _Program:
     pool_step, pool_metric = adaptation.pool_flags(pooled)
     step_shape = [1, 1] if pool_step else [chains, 1]
     return ChunkState(
-        u=u, scale=_identity_scale(dim, chains, pool_metric, dense, dtype),
+        u=u, z=u, scale=_identity_scale(dim, chains, pool_metric, dense, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
         metric=adaptation.welford_init([chains, dim], dtype, dense),
         kernel_adapt=self.kernel.adapt_init(chains, dtype),
@@ -395,7 +401,7 @@ class _Program:
     buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
     buffers["draws"] = tf.zeros([capacity, chains, target.constrained_dim], dtype)
     step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
-    kstate = kernel.init(_to_z(state.u, scale), log_prob, step0)
+    kstate = kernel.init(state.z, log_prob, step0)
     totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                   accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
 
@@ -494,8 +500,8 @@ class _Program:
     else:
       carry = segments(tf.constant(0), n, carry, one_step)[1:]
     kstate, dual_avg, metric, kadapt, stream, buffers, totals = carry
-    new_state = ChunkState(_to_u(kernel.state(kstate), scale), scale, dual_avg, metric, kadapt,
-                           stream)
+    z = kernel.state(kstate)
+    new_state = ChunkState(_to_u(z, scale), z, scale, dual_avg, metric, kadapt, stream)
     # Full buffers: slicing to the kept count here would make it a compile-time
     # constant and recompile for every chunk length; the host slices instead.
     return new_state, {"kept": buffers, "totals": totals}
@@ -540,8 +546,9 @@ def _end_window(state, pooled, dtype):
   else:
     scale = tf.sqrt(adaptation.welford_variance(state.metric, pooled=pooled))
   step = tf.exp(state.dual_avg.log_step_bar)
+  scale = tf.cast(scale, dtype)
   return state._replace(
-      scale=tf.cast(scale, dtype),
+      z=_to_z(state.u, scale), scale=scale,
       dual_avg=adaptation.dual_averaging_init(step),
       metric=adaptation.welford_init(state.metric.mean.shape, dtype,
                                      state.metric.m2.shape.rank == 3))
