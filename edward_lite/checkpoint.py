@@ -2,109 +2,489 @@
 
 A checkpoint directory holds
 
-* ``meta.json`` -- the model fingerprint and the run settings; a run with a
-  different model, data or settings refuses the directory;
+* ``lock`` -- the run that owns the directory (pid, host, start time).  One
+  run at a time: the lock is an exclusive ``flock`` held from ``open`` to
+  ``close``, released by the kernel if the process dies; a second run is
+  refused with ``CheckpointLockedError`` naming the holder.
+* ``meta.json`` -- what the run computes: the model's code and its data by
+  content (``runtime.fingerprint``), the settings that change the draws and
+  the library version.  Written when the directory is opened, before any
+  compiled work; a run with a different model, data or settings refuses the
+  directory (``CheckpointMismatchError``).
 * ``chunk_<step>.npz`` -- what one chunk kept (draws, statistics), written
   once, before the state that follows it;
 * ``state.npz`` -- the sampler state (chain positions, adaptation state,
-  running moments) and the number of transitions done.  It is replaced
-  atomically (write, fsync, rename), so a kill at any moment leaves either
-  the old or the new state, and chunk files past the state's step are
-  ignored on resume.
+  running moments) and the number of transitions done.
+
+Every file is written to a temporary name, flushed to disk and renamed, so a
+kill at any moment leaves either the old or the new file (temporaries left
+by a killed write are removed on the next open); chunk files past the
+state's step are ignored on resume.  Every file read is validated: a
+corrupt, truncated or foreign file raises ``CheckpointCorruptError`` naming
+it.  Nothing is ever unpickled.
 
 Because the random stream is a function of the transition index, resuming
 from ``state.npz`` continues exactly as the uninterrupted run would.
 """
 
+import contextvars
+import datetime
+import functools
 import json
 import os
+import re
+import socket
 import tempfile
+import weakref
 
 import numpy as np
 
-__all__ = ["Checkpointer", "CheckpointMismatchError"]
+try:
+  import fcntl  # pylint: disable=g-import-not-at-top
+except ImportError:  # Windows: an O_EXCL lock file instead
+  fcntl = None
+
+__all__ = ["Checkpointer", "CheckpointMismatchError", "CheckpointCorruptError",
+           "CheckpointLockedError", "closes_checkpoints"]
+
+FORMAT = 2  # of meta.json; 1 had no "format" key and named the model only
+META, STATE, LOCK = "meta.json", "state.npz", "lock"
+_CHUNK = re.compile(r"chunk_(\d{12})\.npz")
+# Files a killed write leaves: "<name>.<random>.tmp" (and "tmp<random>.tmp.npz"
+# from before checkpoint format 2).
+_TEMPORARY = re.compile(r"(meta\.json|state\.npz|chunk_\d{12}\.npz)\..+\.tmp|tmp.+\.tmp\.npz")
 
 
 class CheckpointMismatchError(ValueError):
-  """The checkpoint was written by a different model or with other settings."""
+  """The checkpoint was written by a different model or with other settings,
+  or this run cannot be identified by content, so a checkpoint could not be
+  checked against it."""
 
 
-def _atomic_savez(path, arrays):
-  directory = os.path.dirname(path)
-  fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp.npz")
+class CheckpointCorruptError(ValueError):
+  """A checkpoint file is corrupt, truncated, empty or not one of ours."""
+
+
+class CheckpointLockedError(RuntimeError):
+  """Another run holds the checkpoint directory."""
+
+
+def _library_version():
+  import edward_lite  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return getattr(edward_lite, "__version__", "0.1.0")
+
+
+def _fsync_directory(directory):
+  try:
+    fd = os.open(directory, os.O_RDONLY)
+  except OSError:
+    return  # not supported here (Windows)
+  try:
+    os.fsync(fd)
+  except OSError:
+    pass
+  finally:
+    os.close(fd)
+
+
+def _atomic_write(path, write):
+  """Calls ``write(file)`` on a temporary file next to ``path``, flushes it to
+  disk and renames it to ``path``: readers see the old file or the new one.
+  On failure (a full disk, ...) the temporary is removed and an OSError naming
+  ``path`` is raised."""
+  directory, name = os.path.split(path)
+  try:
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=name + ".", suffix=".tmp")
+  except OSError as e:
+    raise OSError(e.errno, f"Could not write the checkpoint file {path}: "
+                  f"{e.strerror or e}") from e
   try:
     with os.fdopen(fd, "wb") as f:
-      np.savez(f, **arrays)
+      write(f)
       f.flush()
       os.fsync(f.fileno())
     os.replace(tmp, path)
-  except BaseException:
-    if os.path.exists(tmp):
+  except BaseException as e:
+    try:
       os.remove(tmp)
+    except OSError:
+      pass
+    if isinstance(e, OSError):
+      raise OSError(e.errno, f"Could not write the checkpoint file {path}: "
+                    f"{e.strerror or e}") from e
     raise
+  _fsync_directory(directory)
+
+
+def _pid_alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except (PermissionError, OSError):
+    return True  # exists, owned by someone else
+  return True
+
+
+class _DirectoryLock:
+  """An exclusive lock on ``directory/lock`` for one run.
+
+  With ``fcntl`` it is a ``flock`` on the open file, which the kernel drops
+  when the process dies; the file records the holder for messages.  A lock
+  still held while its recorded holder is dead on this host (a descriptor
+  inherited by a forked child) is stale and taken over, as is, without
+  ``fcntl``, a lock file whose holder is dead.
+  """
+
+  def __init__(self, directory):
+    self.directory = directory
+    self.path = os.path.join(directory, LOCK)
+    self.fd = None
+    self.host = socket.gethostname()
+    for _ in range(10):
+      if self._try_acquire():
+        break
+    else:
+      raise CheckpointLockedError(
+          f"Could not lock the checkpoint directory {directory}: its lock file kept "
+          "changing; is another run starting on it?")
+    self._finalizer = weakref.finalize(self, os.close, self.fd)
+    record = json.dumps({"pid": os.getpid(), "host": self.host,
+                         "started": datetime.datetime.now().isoformat(timespec="seconds")})
+    try:
+      os.ftruncate(self.fd, 0)
+      os.pwrite(self.fd, record.encode(), 0)
+      os.fsync(self.fd)
+    except OSError:
+      pass  # the record only names the holder in messages; the lock holds without it
+
+  def _holder(self):
+    try:
+      with open(self.path, encoding="utf-8") as f:
+        holder = json.load(f)
+      return holder if isinstance(holder, dict) else {}
+    except (OSError, ValueError):
+      return {}
+
+  def _stale(self, holder):
+    pid = holder.get("pid")
+    return (holder.get("host") == self.host and isinstance(pid, int) and pid != os.getpid()
+            and not _pid_alive(pid))
+
+  def _refuse(self, holder):
+    who = (f"pid {holder['pid']} on {holder.get('host', 'an unknown host')}, since "
+           f"{holder.get('started', 'an unknown time')}" if "pid" in holder
+           else "a process that has not yet recorded its pid")
+    raise CheckpointLockedError(
+        f"The checkpoint directory {self.directory} is in use by another run ({who}); "
+        "wait for it to finish, or use another checkpoint_dir.")
+
+  def _try_acquire(self):
+    """True when the lock is ours; False to try again; raises if held."""
+    if fcntl is None:
+      try:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        return True
+      except FileExistsError:
+        holder = self._holder()
+        if not self._stale(holder):
+          self._refuse(holder)
+        os.remove(self.path)
+        return False
+    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      holder = self._holder()
+      if not self._stale(holder):
+        self._refuse(holder)
+      try:
+        os.remove(self.path)  # a dead holder's: the next file is a fresh lock
+      except FileNotFoundError:
+        pass
+      return False
+    except BaseException:
+      os.close(fd)
+      raise
+    # The holder may have removed the file between our open and flock.
+    try:
+      same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+      same = False
+    if not same:
+      os.close(fd)
+      return False
+    self.fd = fd
+    return True
+
+  def release(self):
+    if self.fd is None:
+      return
+    try:
+      if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+        os.remove(self.path)
+    except OSError:
+      pass
+    self._finalizer()  # closes the descriptor, which releases the flock
+    self.fd = None
+
+
+# Checkpointers opened inside the current ``closes_checkpoints`` call.
+_OPENED = contextvars.ContextVar("edward_lite_open_checkpoints", default=None)
+
+
+def closes_checkpoints(fn):
+  """Decorator: every ``Checkpointer`` opened while ``fn`` runs is closed
+  (its directory unlocked) when ``fn`` returns or raises."""
+
+  @functools.wraps(fn)
+  def wrapped(*args, **kwargs):
+    opened = []
+    token = _OPENED.set(opened)
+    try:
+      return fn(*args, **kwargs)
+    finally:
+      _OPENED.reset(token)
+      for ckpt in opened:
+        ckpt.close()
+
+  return wrapped
 
 
 class Checkpointer:
-  """Saves and restores one sampling run in ``directory``."""
+  """Saves and restores one run in ``directory``, which it holds locked from
+  construction to ``close()`` (also a context manager).
+
+  Args:
+    directory: the checkpoint directory (created if missing).
+    fingerprint: the run's ``runtime.Fingerprint``.
+    settings: JSON-able dict of the settings that change the results.
+
+  Raises:
+    NotADirectoryError, PermissionError: ``directory`` is a file, or cannot
+      be created or written.
+    CheckpointLockedError: another run holds the directory.
+    CheckpointMismatchError: the directory holds another run, or this run
+      cannot be identified by content.
+    CheckpointCorruptError: ``meta.json`` is corrupt or foreign.
+  """
 
   def __init__(self, directory, fingerprint, settings):
     self.directory = os.fspath(directory)
-    model, digest = fingerprint
-    self.meta = {"model": getattr(model, "__qualname__", repr(model)), "data": digest,
+    self._lock = None
+    if fingerprint.unknown:
+      raise CheckpointMismatchError(
+          f"checkpoint_dir={self.directory!r} cannot be used: {fingerprint.unknown}, so a "
+          "resumed run could not be checked against this call; pass data as arrays, "
+          "numbers, lists or DataFrames (and objects the model reads as such), or run without "
+          "checkpoint_dir.")
+    self.meta = {"format": FORMAT, "version": _library_version(),
+                 "model": {"name": fingerprint.name, "code": fingerprint.code},
+                 "data": fingerprint.data,
                  "settings": json.loads(json.dumps(settings, default=str))}
-    os.makedirs(self.directory, exist_ok=True)
+    self._make_directory()
+    self._lock = _DirectoryLock(self.directory)
+    try:
+      self._remove_temporaries()
+      self._check_or_write_meta()
+    except BaseException:
+      self.close()
+      raise
+    opened = _OPENED.get()
+    if opened is not None:
+      opened.append(self)
+
+  # -- opening ------------------------------------------------------------------
 
   def _path(self, name):
     return os.path.join(self.directory, name)
 
-  def load(self):
+  def _make_directory(self):
+    path = self.directory
+    if os.path.exists(path) and not os.path.isdir(path):
+      raise NotADirectoryError(
+          f"checkpoint_dir {path!r} is a file, not a directory; give the path of a directory "
+          "(it is created if missing).")
+    try:
+      os.makedirs(path, exist_ok=True)
+    except OSError as e:
+      raise type(e)(e.errno, f"checkpoint_dir {path!r} cannot be created: "
+                    f"{e.strerror or e}") from e
+    if not os.access(path, os.W_OK | os.X_OK):
+      raise PermissionError(
+          f"checkpoint_dir {path!r} is not writable by this process; give a writable "
+          "directory.")
+
+  def _remove_temporaries(self):
+    """Temporary files of a write that was killed (we hold the lock, so no
+    other writer owns them)."""
+    for name in os.listdir(self.directory):
+      if _TEMPORARY.fullmatch(name):
+        try:
+          os.remove(self._path(name))
+        except OSError:
+          pass
+
+  def _corrupt(self, name, what):
+    return CheckpointCorruptError(
+        f"The checkpoint file {self._path(name)} {what}; delete it (or the whole directory "
+        f"{self.directory}) to start this run afresh.")
+
+  def _read_meta(self):
+    try:
+      with open(self._path(META), "rb") as f:
+        raw = f.read()
+    except OSError as e:
+      raise self._corrupt(META, f"cannot be read ({e.strerror or e})") from e
+    if not raw.strip():
+      raise self._corrupt(META, "is empty (a write was cut off)")
+    try:
+      saved = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+      raise self._corrupt(META, f"is not valid JSON (truncated or foreign: {e})") from e
+    if not isinstance(saved, dict) or not {"model", "data", "settings"} <= set(saved):
+      raise self._corrupt(META, "is not the metadata of an edward_lite checkpoint")
+    return saved
+
+  def _check_or_write_meta(self):
+    if os.path.exists(self._path(META)):
+      saved = self._read_meta()
+      if saved.get("format") != FORMAT:
+        raise CheckpointMismatchError(
+            f"The checkpoint in {self.directory} was written by another version of edward_lite "
+            f"(checkpoint format {saved.get('format', 1)}, this one reads {FORMAT}); use "
+            "another checkpoint_dir or delete it.")
+      self._compare(saved)
+      return
+    stray = [n for n in os.listdir(self.directory) if n == STATE or _CHUNK.fullmatch(n)]
+    if stray:
+      raise self._corrupt(
+          sorted(stray)[0], f"is there without {META}, so it cannot be checked against this run")
+    data = json.dumps(self.meta, indent=1, sort_keys=True).encode()
+    _atomic_write(self._path(META), lambda f: f.write(data))
+
+  def _compare(self, saved):
+    mine = self.meta
+    diffs = []
+    if saved.get("version") != mine["version"]:
+      diffs.append(f"edward_lite version ({saved.get('version')} -> {mine['version']})")
+    saved_model = saved.get("model") if isinstance(saved.get("model"), dict) else {}
+    if saved_model.get("code") != mine["model"]["code"]:
+      diffs.append(f"model code (the checkpoint's model '{saved_model.get('name')}' computes "
+                   "something else)")
+    if saved.get("data") != mine["data"]:
+      diffs.append("data")
+    saved_settings = saved.get("settings") if isinstance(saved.get("settings"), dict) else {}
+    diffs += [f"settings.{k}" for k in sorted(set(saved_settings) | set(mine["settings"]))
+              if saved_settings.get(k) != mine["settings"].get(k)]
+    if diffs:
+      raise CheckpointMismatchError(
+          f"The checkpoint in {self.directory} was written for a different run (differs in: "
+          f"{', '.join(diffs)}); use another checkpoint_dir or delete it.")
+
+  # -- reading ------------------------------------------------------------------
+
+  def _read_npz(self, name):
+    """``{key: array}`` of an ``.npz`` file, every array read and checked."""
+    try:
+      with np.load(self._path(name), allow_pickle=False) as data:
+        arrays = {key: data[key] for key in data.files}
+    except Exception as e:  # pylint: disable=broad-except
+      # BadZipFile, EOFError, OSError, ValueError ("pickled data") or zlib's
+      # error: each means the file is not what we wrote.
+      reason = "is empty" if os.path.getsize(self._path(name)) == 0 else (
+          f"is not a readable NumPy archive (truncated, corrupt or foreign: "
+          f"{type(e).__name__})")
+      raise self._corrupt(name, reason) from e
+    for key, array in arrays.items():
+      if array.dtype.hasobject:
+        raise self._corrupt(name, f"holds Python objects under '{key}'")
+    return arrays
+
+  def _read_state(self, expect):
+    arrays = self._read_npz(STATE)
+
+    def integer(key, low):
+      value = arrays.get(key)
+      if value is None or value.shape != () or value.dtype.kind not in "iu" or value < low:
+        raise self._corrupt(STATE, f"has no valid '{key}' (an integer >= {low})")
+      return int(value)
+
+    step, n_state = integer("step", 1), integer("n_state", 0)
+    keys = {"step", "n_state"} | {f"s{i}" for i in range(n_state)}
+    if set(arrays) != keys:
+      raise self._corrupt(STATE, f"holds the arrays {sorted(arrays)}, not {sorted(keys)}")
+    state = [arrays[f"s{i}"] for i in range(n_state)]
+    if expect is not None:
+      expect = list(expect() if callable(expect) else expect)
+      got = [(a.shape, a.dtype) for a in state]
+      want = [(np.shape(e), np.asarray(e).dtype) for e in expect]
+      if got != want:
+        raise self._corrupt(STATE, "holds a sampler state of other shapes or dtypes than "
+                            "this run's")
+    return step, state
+
+  def load(self, expect=None):
     """The saved run, or None if the directory holds none.
+
+    Args:
+      expect: optional list (or a function returning one) of arrays or tensors
+        with the shapes and dtypes the state must have.
 
     Returns:
       dict with ``state`` (list of arrays, flattened sampler state), ``step``
       and ``host`` (``{"kept": {key: [chunk arrays]}}``).
 
     Raises:
-      CheckpointMismatchError: the directory holds a run of another model,
-        other data or other settings.
+      CheckpointCorruptError: a file of the run is corrupt, truncated, foreign
+        or missing.
     """
-    meta_path, state_path = self._path("meta.json"), self._path("state.npz")
-    if not os.path.exists(meta_path):
+    if not os.path.exists(self._path(STATE)):
       return None
-    with open(meta_path) as f:
-      saved = json.load(f)
-    if saved != self.meta:
-      diffs = [k for k in ("model", "data") if saved.get(k) != self.meta[k]]
-      diffs += [f"settings.{k}" for k in sorted(set(saved.get("settings", {})) |
-                                                 set(self.meta["settings"]))
-                if saved.get("settings", {}).get(k) != self.meta["settings"].get(k)]
-      raise CheckpointMismatchError(
-          f"The checkpoint in {self.directory} was written for a different run (differs in: "
-          f"{', '.join(diffs)}); use another checkpoint_dir or delete it.")
-    if not os.path.exists(state_path):
-      return None
-    with np.load(state_path, allow_pickle=False) as data:
-      step = int(data["step"])
-      state = [data[f"s{i}"] for i in range(int(data["n_state"]))]
-    kept = {}
-    for name in sorted(os.listdir(self.directory)):
-      if not (name.startswith("chunk_") and name.endswith(".npz")):
+    step, state = self._read_state(expect)
+    chunks = []
+    for name in os.listdir(self.directory):
+      if not name.startswith("chunk_"):
         continue
-      if int(name[len("chunk_"):-len(".npz")]) > step:
-        continue  # written after the last saved state: redone on resume
-      with np.load(self._path(name), allow_pickle=False) as data:
-        for key in data.files:
-          kept.setdefault(key, []).append(data[key])
+      match = _CHUNK.fullmatch(name)
+      if not match:
+        raise self._corrupt(name, "is not named as a chunk of a run (chunk_<12 digits>.npz)")
+      if int(match.group(1)) <= step:  # later ones were written after the last state
+        chunks.append((int(match.group(1)), name))
+    chunks.sort()
+    if not chunks or chunks[-1][0] != step:
+      missing = f"chunk_{step:012d}.npz"
+      raise CheckpointCorruptError(
+          f"The checkpoint in {self.directory} is incomplete: {self._path(missing)}, written "
+          f"before {STATE} (step {step}), is missing; delete the directory to start this run "
+          "afresh.")
+    kept = {}
+    for _, name in chunks:
+      for key, array in self._read_npz(name).items():
+        kept.setdefault(key, []).append(array)
     return {"state": state, "step": step, "host": {"kept": kept}}
+
+  # -- writing ------------------------------------------------------------------
 
   def save(self, state_arrays, step, host):
     """Writes the chunk that ended at ``step`` and then the state."""
-    meta_path = self._path("meta.json")
-    if not os.path.exists(meta_path):
-      with open(meta_path, "w") as f:
-        json.dump(self.meta, f)
-    last = {key: chunks[-1] for key, chunks in host["kept"].items() if chunks}
-    _atomic_savez(self._path(f"chunk_{step:012d}.npz"), last)
+    last = {key: np.asarray(chunks[-1]) for key, chunks in host["kept"].items() if chunks}
+    _atomic_write(self._path(f"chunk_{step:012d}.npz"), lambda f: np.savez(f, **last))
     arrays = {f"s{i}": np.asarray(a) for i, a in enumerate(state_arrays)}
     arrays.update(step=np.asarray(step), n_state=np.asarray(len(state_arrays)))
-    _atomic_savez(self._path("state.npz"), arrays)
+    _atomic_write(self._path(STATE), lambda f: np.savez(f, **arrays))
+
+  # -- closing ------------------------------------------------------------------
+
+  def close(self):
+    """Releases the directory (idempotent)."""
+    if self._lock is not None:
+      self._lock.release()
+      self._lock = None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()

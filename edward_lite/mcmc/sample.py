@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite import distribute, runtime
-from edward_lite.checkpoint import Checkpointer
+from edward_lite.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.mcmc import adaptation, kernels, streaming
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import RWMH, get_kernel
@@ -51,6 +51,7 @@ ChunkState = collections.namedtuple(
     "ChunkState", ["u", "z", "scale", "dual_avg", "metric", "kernel_adapt", "stream"])
 
 
+@closes_checkpoints
 def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
            step_size=None, adapt_metric=True, pooled=None, chunk_size=None,
@@ -129,6 +130,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   Returns:
     An ``MCMCResult``.
   """
+  runtime.check_model_kwargs(model, kwargs, sample, "ed.mcmc.sample")
   settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                              max_init_tries, step_size)
   if adapt_metric not in (True, False, "diag", "dense"):
@@ -161,9 +163,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
       thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooling,
-      init=_describe_init(init), step_size=step_size,
+      init=_describe_init(init), step_size=step_size, chunk_size=chunk,
+      jit_compile=bool(jit_compile),
       **({"chain_groups": groups.size} if groups else {}))) if checkpoint_dir else None
-  resumed = ckpt.load() if ckpt else None
+  resumed = ckpt.load(lambda: tf.nest.flatten(_state_template(
+      program, chains, pooling, dense))) if ckpt else None
 
   if resumed is not None:
     state, step, host = resumed["state"], resumed["step"], resumed["host"]

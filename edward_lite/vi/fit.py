@@ -28,7 +28,7 @@ import tensorflow as tf
 import tf_keras
 
 from edward_lite import distribute, runtime
-from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer
+from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer, closes_checkpoints
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families
@@ -45,6 +45,7 @@ class NonFiniteELBOError(FloatingPointError):
   """The ELBO or its gradient became NaN or infinite (``on_nonfinite="stop"``)."""
 
 
+@closes_checkpoints
 def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=None, seed=0,
         optimizer=None, learning_rate=None, stl=False, batch_size=None, dataset=None,
         num_examples=None, tol=None,
@@ -119,6 +120,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   Returns:
     A ``VIResult``.
   """
+  runtime.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
   integer = runtime.check_integer
   steps, seed = integer("steps", steps, 1), integer("seed", seed, 0)
   chunk = integer("chunk_size", chunk_size, 1) if chunk_size is not None else DEFAULT_CHUNK
@@ -166,7 +168,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
         dataset=None if dataset is None else [repr(dataset.element_spec), batches.num_examples],
         init=init if isinstance(init, str) else repr(init), warm_start=warm_start,
-        optimizer=_describe(optimizer)))
+        optimizer=_describe(optimizer), chunk_size=chunk, jit_compile=bool(jit_compile)))
     resumed = ckpt.load()
 
   if program:
