@@ -16,13 +16,29 @@ element-wise, as in Edward2.
 A random variable is a ``CompositeTensor``: passed into a ``tf.function`` it
 stays a random variable inside (distribution parameters and value become
 graph inputs), and a new value of the same shape does not retrace.
+
+Eagerly it also acts as its (concrete) value for Python and NumPy:
+``float(rv)``, ``int(rv)``, ``complex(rv)``, ``operator.index(rv)`` (integer
+scalars), ``format(rv, ".2f")``, ``np.asarray(rv)`` and NumPy ufuncs
+(``np.exp(rv)`` is a NumPy array).  Random variables nested in Python lists
+convert to one Tensor (``tf.concat([[mu0], [mu1]], 0)``,
+``tf.convert_to_tensor([a, b])``), eagerly and inside ``tf.function``.
+
+Inside a traced program (a ``tf.function``, ``tf.vectorized_map``) the value
+is symbolic: Python control flow on it (``if rv:``, ``while rv:``, ``not rv``)
+raises a ``TypeError`` naming the variable, as do ``float``/``int``/
+``complex``/``index``; use ``tf.where`` or ``tf.cond``.  (An ``if`` on a
+Tensor computed from a random variable, ``if rv > 0:``, is caught by
+``make_target`` with ``check_python_control_flow``.)
 """
+
+import operator
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import composite_tensor  # pylint: disable=g-direct-tensorflow-import
 
-__all__ = ["RandomVariable"]
+__all__ = ["RandomVariable", "ControlFlowError", "control_flow_message"]
 
 
 class DeferredValue:
@@ -40,6 +56,45 @@ class DeferredValue:
 
   def __call__(self, distribution):
     return self.fn(distribution)
+
+
+class ControlFlowError(TypeError):
+  """Python control flow (or a Python number) needs a random variable's
+  concrete value, which a traced program does not have.
+
+  ``names`` holds the random variables whose value a Python ``bool()`` needed
+  (empty for other uses such as ``float()``).
+  """
+
+  names = ()
+  # AutoGraph would re-raise it from a tf.function as a StagingError (not a
+  # TypeError); the message is complete as it is.
+  ag_pass_through = True
+
+
+def _control_flow_error(names, where=""):
+  error = ControlFlowError(control_flow_message(names, where))
+  error.names = tuple(sorted(set(names)))
+  return error
+
+
+def control_flow_message(names, where=""):
+  """The one-sentence message for Python control flow on random variables."""
+  names = sorted(set(names))
+  label = ("random variable " if len(names) == 1 else "random variables ") + ", ".join(
+      f"'{n}'" for n in names)
+  return (f"Python control flow on the value of {label}{where} is not allowed inside a "
+          "model, whose values are symbolic when it is traced for inference (an if, "
+          "while, and/or/not or bool() on a random variable or on a Tensor computed "
+          "from one): use tf.where(cond, a, b) or tf.cond instead.")
+
+
+def _is_symbolic(value):
+  """True if ``value`` has no concrete (NumPy) value here: a graph Tensor, or
+  a variable read inside a traced function."""
+  if isinstance(value, tf.Variable):
+    return not tf.executing_eagerly()
+  return not hasattr(value, "numpy")
 
 
 def _describe(name, distribution):
@@ -229,6 +284,10 @@ class RandomVariable(composite_tensor.CompositeTensor):
     return id(self)
 
   def __bool__(self):
+    """The truth value of a concrete scalar value; inside a traced program a
+    ``TypeError`` (Python control flow on a random value)."""
+    if _is_symbolic(self._value):
+      raise _control_flow_error([self._name])
     return bool(self._value)
 
   def __len__(self):
@@ -237,9 +296,54 @@ class RandomVariable(composite_tensor.CompositeTensor):
   def __iter__(self):
     return iter(self._value)
 
+  # -- acting as a concrete value (eager) -----------------------------------
+
+  def _scalar(self, what):
+    """The concrete value as a 0-d NumPy array, or a ``TypeError``."""
+    if _is_symbolic(self._value):
+      raise ControlFlowError(
+          f"{what} of random variable '{self._name}' needs its concrete value, which is "
+          "symbolic inside a traced program (tf.function, inference): keep it a Tensor "
+          "(tf.cast, tf.where) instead.")
+    array = np.asarray(self._value)
+    if array.size != 1 or array.ndim:
+      raise TypeError(f"{what} needs a scalar; random variable '{self._name}' has shape "
+                      f"{list(array.shape)}.")
+    return array
+
+  def __float__(self):
+    return float(self._scalar("float()"))
+
+  def __int__(self):
+    return int(self._scalar("int()"))
+
+  def __complex__(self):
+    return complex(self._scalar("complex()"))
+
+  def __index__(self):
+    if not (self.dtype.is_integer or self.dtype.is_unsigned):
+      raise TypeError(f"Random variable '{self._name}' has dtype {self.dtype.name}; only "
+                      "an integer random variable can be used as an index.")
+    return operator.index(self._scalar("Use as an index").item())
+
+  def __format__(self, format_spec):
+    if not format_spec:
+      return str(self)
+    return format(self._scalar(f"Formatting with '{format_spec}'")[()], format_spec)
+
   def __array__(self, dtype=None, copy=None):
-    array = self.numpy()
-    return array if dtype is None else array.astype(dtype)
+    """The value as a NumPy array (NumPy 2 protocol); eager mode only."""
+    if _is_symbolic(self._value):
+      raise NotImplementedError(
+          f"Random variable '{self._name}' has a symbolic value inside a traced program "
+          "(tf.function, inference) and cannot become a NumPy array: use TensorFlow ops.")
+    array = np.asarray(self._value)  # TensorFlow's buffer, not copied where it can be
+    if copy:
+      return np.array(array, dtype=dtype, copy=True)
+    if copy is False and dtype is not None and np.dtype(dtype) != array.dtype:
+      raise ValueError(f"np.asarray(..., copy=False) of random variable '{self._name}' "
+                       f"cannot cast {array.dtype} to {np.dtype(dtype)} without a copy.")
+    return array if dtype is None else array.astype(dtype, copy=False)
 
   def __getitem__(self, slices):
     """Indexes the value; without ``sample_shape`` the distribution is sliced
@@ -362,3 +466,34 @@ def _to_tensor(rv, dtype=None, name=None, as_ref=False):
 
 
 tf.register_tensor_conversion_function(RandomVariable, _to_tensor)
+
+
+def _has_random_variable(values):
+  """True if a (nested) list or tuple holds a RandomVariable."""
+  return any(issubclass(t, RandomVariable) for t in set(map(type, tf.nest.flatten(values))))
+
+
+def _replace_random_variables(values):
+  if isinstance(values, RandomVariable):
+    return values.value
+  if isinstance(values, (list, tuple)):
+    return [_replace_random_variables(v) for v in values]
+  return values
+
+
+def _nested_list_to_tensor(values, dtype=None, name=None, as_ref=False):
+  """Lists holding random variables: each random variable becomes its value
+  and TensorFlow packs the list as it packs lists of Tensors.
+
+  TensorFlow's own packing only recognises ``tf.Tensor`` elements; any other
+  element goes to NumPy, which reads a random variable as a sequence
+  (``len()``), so ``tf.concat([[mu0], [mu1]], 0)`` failed on scalars.  This
+  runs just before TensorFlow's packing (priority 99) and costs one pass over
+  the flattened list's element types otherwise.
+  """
+  if as_ref or not _has_random_variable(values):
+    return NotImplemented
+  return tf.convert_to_tensor(_replace_random_variables(values), dtype=dtype, name=name)
+
+
+tf.register_tensor_conversion_function((list, tuple), _nested_list_to_tensor, priority=98)

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.control_flow import check_python_control_flow
 from edward_lite.random_variable import DeferredValue, RandomVariable
 from edward_lite.tracing import check_unique_name, trace
 
@@ -124,6 +125,8 @@ class Target:
           f"its random variables are {list(structure)}.")
     for _ in range(max(structure_checks, 1) - 1):
       self._check_same_structure(structure, self._trace_structure())
+    check_python_control_flow(program, self._args, self._kwargs,
+                              {n: structure[n][0].value for n in self._observed})
 
     self._fixed = {}
     self._latents = collections.OrderedDict()

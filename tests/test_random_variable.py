@@ -575,3 +575,290 @@ def test_as_random_variable_is_traced():
   assert z.name == "z" and w.shape == tf.TensorShape([2])
   fixed = ed.as_random_variable(dist, value=0.5, name="f")
   assert fixed.numpy() == 0.5
+
+
+# ---------------------------------------------------------------------------
+# Acting as its value: Python numbers, NumPy, formatting, nested lists.
+
+
+def scalar_rv(value=1.5, name="mu"):
+  return ed.Normal(0., 1., value=value, name=name)
+
+
+def test_python_numbers_of_scalar_random_variable():
+  mu = scalar_rv()
+  assert float(mu) == 1.5 and isinstance(float(mu), float)
+  assert int(mu) == 1 and isinstance(int(mu), int)
+  assert complex(mu) == 1.5 + 0j
+  k = ed.Poisson(3., value=4., name="k")
+  assert int(k) == 4 and float(k) == 4.
+  c = ed.Categorical(logits=[0., 0., 0.], value=2, name="c")
+  assert int(c) == 2
+  assert [10, 20, 30][c] == 30  # __index__
+  assert list(range(c)) == [0, 1]
+  assert operator.index(c) == 2
+  assert np.arange(5)[c] == 2
+
+
+def test_python_numbers_name_the_variable_when_not_scalar():
+  v = ed.Normal(0., 1., sample_shape=3, value=[1., 2., 3.], name="vec")
+  for convert in (float, int, complex):
+    with pytest.raises(TypeError, match=r"scalar.*'vec' has shape \[3\]"):
+      convert(v)
+  with pytest.raises(TypeError, match=r"'mu' has dtype float32.*integer"):
+    [1, 2][scalar_rv()]  # pylint: disable=expression-not-assigned
+
+
+def test_np_asarray_with_dtype_and_copy():
+  mu = scalar_rv()
+  a = np.asarray(mu)
+  assert isinstance(a, np.ndarray) and a.shape == () and a.dtype == np.float32
+  assert a == 1.5
+  x = float_rv()
+  np.testing.assert_array_equal(np.asarray(x), X)
+  b = np.asarray(x, dtype=np.float64)
+  assert b.dtype == np.float64
+  np.testing.assert_array_equal(b, X)
+  c = np.array(x, copy=True)
+  c[0, 0] = 99.  # a copy: the random variable is unchanged
+  assert x.numpy()[0, 0] == X[0, 0]
+  np.testing.assert_array_equal(np.asarray(x, copy=False), X)
+  with pytest.raises(ValueError, match="'x'.*copy"):
+    np.asarray(x, dtype=np.float64, copy=False)
+  np.testing.assert_array_equal(np.array([scalar_rv(1.), scalar_rv(2.)]), [1., 2.])
+
+
+def test_numpy_ufuncs_return_numpy_arrays():
+  x = float_rv()
+  e = np.exp(x)
+  assert isinstance(e, np.ndarray)
+  np.testing.assert_allclose(e, np.exp(X), rtol=1e-6)
+  np.testing.assert_allclose(np.exp(scalar_rv()), np.exp(np.float32(1.5)), rtol=1e-6)
+  assert isinstance(np.add(x, 1.), np.ndarray)
+  np.testing.assert_array_equal(np.maximum(x, 0.), np.maximum(X, 0.))
+  np.testing.assert_allclose(np.sum(x), X.sum(), rtol=1e-6)
+  assert np.mean(int_rv()) == I.mean()
+
+
+def test_format_and_f_strings():
+  mu = scalar_rv(1.23456)
+  assert format(mu, ".2f") == "1.23"
+  assert f"{mu:.3f}" == "1.235"
+  assert f"{mu:8.1e}" == " 1.2e+00"
+  assert f"{ed.Poisson(3., value=4., name='k'):.0f}" == "4"
+  assert f"{ed.Categorical(logits=[0., 0., 0.], value=2, name='c'):03d}" == "002"
+  assert f"{mu}" == str(mu)  # no format spec: str()
+  with pytest.raises(TypeError, match=r"'vec' has shape \[3\]"):
+    f"{ed.Normal(0., 1., sample_shape=3, value=[1., 2., 3.], name='vec'):.2f}"  # pylint: disable=expression-not-interpolated
+
+
+def _as_lists(mu0, mu1, v):
+  return {
+      "concat_nested": tf.concat([[mu0], [mu1]], 0),
+      "stack": tf.stack([mu0, mu1]),
+      "convert_list": tf.convert_to_tensor([mu0, mu1]),
+      "convert_tuple": tf.convert_to_tensor((mu0, mu1)),
+      "convert_dtype": tf.convert_to_tensor([mu0, mu1], dtype=tf.float32),
+      "mixed_nested": tf.convert_to_tensor([[mu0, 1.], [mu1, 2.]]),
+      "with_tensor": tf.convert_to_tensor([tf.constant(0.), mu0]),
+      "vectors": tf.convert_to_tensor([v, v + 1.]),
+      "op_argument": tf.add([mu0, mu1], 1.),
+      "matmul_rows": tf.matmul([[mu0, mu1]], [[1.], [2.]]),
+  }
+
+
+def _expected_lists(m0, m1, vv):
+  return {
+      "concat_nested": [m0, m1], "stack": [m0, m1], "convert_list": [m0, m1],
+      "convert_tuple": [m0, m1], "convert_dtype": [m0, m1],
+      "mixed_nested": [[m0, 1.], [m1, 2.]], "with_tensor": [0., m0],
+      "vectors": [vv, vv + 1.], "op_argument": [m0 + 1., m1 + 1.],
+      "matmul_rows": [[m0 + 2. * m1]],
+  }
+
+
+def test_random_variables_inside_nested_lists_eagerly():
+  mu0, mu1 = scalar_rv(1.5, "mu0"), scalar_rv(-2., "mu1")
+  v = ed.Normal(0., 1., sample_shape=3, value=[1., 2., 3.], name="v")
+  got = _as_lists(mu0, mu1, v)
+  expected = _expected_lists(1.5, -2., np.array([1., 2., 3.], np.float32))
+  for key, value in got.items():
+    assert tf.is_tensor(value) and value.dtype == tf.float32, key
+    np.testing.assert_allclose(value.numpy(), expected[key], err_msg=key)
+  # Lists without random variables convert as before.
+  np.testing.assert_array_equal(tf.convert_to_tensor([[1, 2], [3, 4]]).numpy(), [[1, 2], [3, 4]])
+  assert tf.convert_to_tensor([1., 2.], dtype=tf.float64).dtype == tf.float64
+
+
+def test_random_variables_inside_nested_lists_in_tf_function():
+  @tf.function
+  def given(mu0, mu1, v):
+    return _as_lists(mu0, mu1, v)
+
+  @tf.function
+  def built_inside():
+    mu0 = ed.Normal(0., 1., value=1.5, name="mu0")
+    mu1 = ed.Normal(0., 1., name="mu1")
+    v = ed.Normal(0., 1., sample_shape=3, value=[1., 2., 3.], name="v")
+    return _as_lists(mu0, mu1, v), mu1.value
+
+  expected = _expected_lists(1.5, -2., np.array([1., 2., 3.], np.float32))
+  got = given(scalar_rv(1.5, "mu0"), scalar_rv(-2., "mu1"),
+              ed.Normal(0., 1., sample_shape=3, value=[1., 2., 3.], name="v"))
+  for key, value in got.items():
+    np.testing.assert_allclose(value.numpy(), expected[key], err_msg=key)
+  inside, mu1 = built_inside()
+  expected = _expected_lists(1.5, mu1.numpy(), np.array([1., 2., 3.], np.float32))
+  for key, value in inside.items():
+    np.testing.assert_allclose(value.numpy(), expected[key], rtol=1e-6, err_msg=key)
+
+
+def test_random_variables_in_lists_inside_vectorized_map():
+  def one(loc):
+    a = ed.Normal(loc, 1., value=loc + 1., name="a")
+    b = ed.Normal(loc, 1., value=loc - 1., name="b")
+    return tf.concat([[a], [b]], 0)
+
+  out = tf.vectorized_map(one, tf.constant([0., 10.]))
+  np.testing.assert_array_equal(out.numpy(), [[1., -1.], [11., 9.]])
+
+
+# ---------------------------------------------------------------------------
+# Python control flow on a symbolic value.
+
+CONTROL_FLOW_MATCH = (r"^Python control flow on the value of random variable 'z'.*not allowed "
+                      r"inside a model.*tf\.where.*tf\.cond")
+
+
+def _if(z):
+  if z:
+    return 1.
+  return 0.
+
+
+def _while(z):
+  while z:
+    return 1.
+  return 0.
+
+
+def _not(z):
+  return 0. if not z else 1.
+
+
+@pytest.mark.parametrize("use", [_if, _while, _not, bool], ids=["if", "while", "not", "bool"])
+@pytest.mark.parametrize("autograph", [True, False], ids=["autograph", "no_autograph"])
+def test_control_flow_on_random_variable_in_tf_function_raises_type_error(use, autograph):
+  @tf.function(autograph=autograph)
+  def f():
+    z = ed.Normal(0., 1., name="z")
+    return use(z)
+
+  with pytest.raises(TypeError, match=CONTROL_FLOW_MATCH) as info:
+    f()
+  assert "\n" not in str(info.value)  # one sentence, not AutoGraph's staging report
+
+
+def test_control_flow_on_random_variable_in_vectorized_map_raises_type_error():
+  def one(loc):
+    z = ed.Normal(loc, 1., name="z")
+    return 1. if z else 0.
+
+  with pytest.raises(TypeError, match=CONTROL_FLOW_MATCH):
+    tf.vectorized_map(one, tf.zeros(3))
+
+
+@pytest.mark.parametrize("convert", [float, int, complex, lambda z: f"{z:.2f}"],
+                         ids=["float", "int", "complex", "format"])
+def test_python_numbers_of_symbolic_value_raise_type_error(convert):
+  @tf.function
+  def f():
+    return convert(ed.Normal(0., 1., name="z"))
+
+  with pytest.raises(TypeError, match=r"random variable 'z' needs its concrete value"):
+    f()
+
+
+def test_numpy_of_symbolic_value_names_the_variable():
+  @tf.function
+  def f():
+    return np.exp(ed.Normal(0., 1., name="z"))
+
+  with pytest.raises(NotImplementedError, match="'z'"):
+    f()
+
+
+def python_if_model():
+  x = ed.Normal(0., 1., name="x")
+  if x > 0:
+    y = ed.Normal(x, 1., name="y")
+  else:
+    y = ed.Normal(-x, 1., name="y")
+  return y
+
+
+def test_make_target_rejects_python_if_on_latent_before_compiling():
+  with pytest.raises(TypeError, match=r"random variable 'x' at test_random_variable.py:\d+ "
+                                      r"\(if x > 0:\) is not allowed inside a model"):
+    ed.make_target(python_if_model, observed={"y": 0.5})
+
+
+def _model_if_rv():
+  x = ed.Normal(0., 1., name="x")
+  if x:
+    pass
+  return ed.Normal(x, 1., name="y")
+
+
+def _model_while_computed():
+  x = ed.Normal(0., 1., sample_shape=3, name="x")
+  s = ed.Gamma(2., 2., name="s")
+  total = tf.constant(0.)
+  while total < tf.reduce_sum(tf.exp(x)) * s:
+    total += 1.
+  return ed.Normal(total, 1., name="y")
+
+
+def _model_if_in_loop_body():
+  x = ed.Normal(0., 1., name="x")
+
+  def body(i, acc):
+    if acc > x:
+      acc = acc + 1.
+    return i + 1, acc
+
+  _, acc = tf.while_loop(lambda i, acc: i < 3, body, (0, 0.))
+  return ed.Normal(acc, 1., name="y")
+
+
+@pytest.mark.parametrize("model, names", [
+    (_model_if_rv, "random variable 'x'"),
+    (_model_while_computed, "random variables 's', 'x'"),
+    (_model_if_in_loop_body, "random variable 'x'"),
+], ids=["if_rv", "while_computed", "if_in_while_loop_body"])
+def test_make_target_rejects_control_flow_on_latents(model, names):
+  with pytest.raises(TypeError, match=f"on the value of {names} at test_random_variable.py"):
+    ed.make_target(model, observed={"y": 0.5})
+
+
+def test_make_target_rejects_python_if_in_mcmc_sample_quickly():
+  import time  # pylint: disable=import-outside-toplevel
+  start = time.perf_counter()
+  with pytest.raises(TypeError, match="random variable 'x'"):
+    ed.mcmc.sample(python_if_model, observed={"y": 0.5}, kernel="hmc", chains=2, warmup=10,
+                   draws=10, progress=False)
+  assert time.perf_counter() - start < 1.0  # nothing was compiled
+
+
+def test_make_target_allows_control_flow_on_data_and_observed_values():
+  def model(data, flag):
+    x = ed.Normal(0., 1., name="x")
+    if flag and tf.reduce_sum(data) > 0:  # program arguments: data, not random
+      x = x + 1.
+    y = ed.Normal(x, 1., sample_shape=3, name="y")
+    if tf.reduce_all(y > -100.):  # an observed value is data too
+      return y
+    return y
+
+  t = ed.make_target(model, np.ones(3, np.float32), True, observed={"y": [0., 1., 2.]})
+  assert t.names == ("x",)
