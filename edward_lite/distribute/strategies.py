@@ -12,6 +12,7 @@ in tests.
 
 import json
 import os
+import threading
 
 import tensorflow as tf
 
@@ -45,7 +46,7 @@ def logical_cpus(n):
   return [d.name for d in tf.config.list_logical_devices("CPU")[:n]]
 
 
-def strategy(kind="default", devices=None, tpu=None):
+def strategy(kind="default", devices=None, tpu=None, timeout=60):
   """A ``tf.distribute.Strategy`` by name.
 
   Args:
@@ -58,6 +59,8 @@ def strategy(kind="default", devices=None, tpu=None):
       (e.g. ``logical_cpus(4)``).
     tpu: for ``"tpu"``: the TPU name or ``grpc://`` address, or ``"local"``
       on a TPU VM.
+    timeout: for ``"tpu"``: seconds to wait for the TPU to answer (None:
+      no limit); past it a RuntimeError names the address.
 
   Returns:
     The strategy; ``num_replicas(strategy)`` is its replica count.  A
@@ -72,6 +75,9 @@ def strategy(kind="default", devices=None, tpu=None):
     raise ValueError(f"devices= applies to the 'mirrored' strategy, not {kind!r}.")
   if tpu is not None and kind != "tpu":
     raise ValueError(f"tpu= applies to the 'tpu' strategy, not {kind!r}.")
+  if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+      timeout, (int, float)) or not timeout > 0):
+    raise ValueError(f"timeout must be a positive number of seconds or None; got {timeout!r}.")
   if kind == "default":
     return tf.distribute.get_strategy()
   if kind == "mirrored":
@@ -87,7 +93,7 @@ def strategy(kind="default", devices=None, tpu=None):
       except ValueError as e:
         raise ValueError(f"TF_CONFIG is not valid JSON: {config[:200]!r}.") from e
     return tf.distribute.MultiWorkerMirroredStrategy()
-  return _tpu_strategy(tpu)
+  return _tpu_strategy(tpu, timeout)
 
 
 _MIRRORED = {}
@@ -110,18 +116,41 @@ def _mirrored(devices):
   return _MIRRORED[devices]
 
 
-def _tpu_strategy(tpu):
+def _tpu_strategy(tpu, timeout=60):
+  """Connects to the TPU at ``tpu``; a RuntimeError if it does not answer
+  within ``timeout`` seconds.
+
+  TensorFlow's connect call has no deadline of its own (against an address
+  where nothing answers it waits for minutes), so it runs in a daemon thread
+  that is abandoned at the timeout.
+  """
   if not tpu:
     raise ValueError("strategy('tpu') needs tpu=: the TPU name, a grpc:// address, or "
                      "'local' on a TPU VM.")
-  try:
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
-  except (ValueError, RuntimeError, tf.errors.OpError) as e:
+  outcome = {}
+
+  def connect():
+    try:
+      resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+      tf.config.experimental_connect_to_cluster(resolver)
+      tf.tpu.experimental.initialize_tpu_system(resolver)
+      outcome["resolver"] = resolver
+    except BaseException as e:  # pylint: disable=broad-except  (re-raised below)
+      outcome["error"] = e
+
+  thread = threading.Thread(target=connect, name=f"edward_lite-connect-{tpu}", daemon=True)
+  thread.start()
+  thread.join(timeout)
+  if thread.is_alive():
+    raise RuntimeError(f"No TPU answered at tpu={tpu!r} within timeout={timeout} s; check "
+                       "the address and that the TPU is up, or pass a larger timeout=.")
+  e = outcome.get("error")
+  if isinstance(e, (ValueError, RuntimeError, tf.errors.OpError)):
     raise RuntimeError(f"No TPU could be reached at tpu={tpu!r}: {type(e).__name__}: "
                        f"{str(e).splitlines()[0] if str(e) else ''}") from e
-  return tf.distribute.TPUStrategy(resolver)
+  if e is not None:
+    raise e
+  return tf.distribute.TPUStrategy(outcome["resolver"])
 
 
 def num_replicas(strategy_):
