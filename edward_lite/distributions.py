@@ -10,8 +10,10 @@ Tensors, and an edward_lite program already *is* a joint distribution.
 
 import inspect
 
+import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite import dtypes
 from edward_lite.random_variable import RandomVariable
 from edward_lite.tracing import traceable
 
@@ -49,6 +51,9 @@ def make_random_variable(distribution_cls):
   def constructor(*args, sample_shape=(), value=None, name=None, **kwargs):
     if name is not None:
       kwargs["name"] = _scope_safe(name)
+    if dtypes.float_dtype() not in (None, tf.float32):  # a float64 run: literals follow
+      args = [dtypes.cast_literal(a) for a in args]
+      kwargs = {k: dtypes.cast_literal(v) for k, v in kwargs.items()}
     distribution = distribution_cls(*args, **kwargs)
     return RandomVariable(distribution, sample_shape=sample_shape, value=value,
                           name=name)

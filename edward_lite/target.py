@@ -36,6 +36,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.control_flow import check_python_control_flow
+from edward_lite import dtypes
 from edward_lite.random_variable import DeferredValue, RandomVariable
 from edward_lite.tracing import check_unique_name, trace
 
@@ -55,7 +56,7 @@ trace; the one applied in ``log_prob`` is rebuilt each run);
 """
 
 
-def make_target(program, *args, observed=None, structure_checks=2, **kwargs):
+def make_target(program, *args, observed=None, structure_checks=2, dtype=None, **kwargs):
   """Builds the inference target of ``program(*args, **kwargs)`` given data.
 
   Args:
@@ -64,12 +65,16 @@ def make_target(program, *args, observed=None, structure_checks=2, **kwargs):
     observed: dict from random-variable name to observed value.
     structure_checks: how many times the program is run with prior draws to
       check that its set of latent variables and their shapes are fixed.
+    dtype: the model's floating dtype (default ``tf.float32``): NumPy and
+      Python floating data and the float literals of the program's
+      random-variable constructors are converted to it (``ed.dtypes``);
+      ``tf.float64`` runs the whole model in double precision.
     **kwargs: keyword arguments of ``program``.
 
   Returns:
     A ``Target``.
   """
-  return Target(program, args, kwargs, observed, structure_checks)
+  return Target(program, args, kwargs, observed, structure_checks, dtype)
 
 
 def _is_array_like(x):
@@ -101,7 +106,7 @@ class Target:
   """
 
   def __init__(self, program, args=(), kwargs=None, observed=None,
-               structure_checks=2):
+               structure_checks=2, dtype=None):
     if not callable(program):
       raise TypeError(f"make_target expects a callable program; got {type(program).__name__}.")
     if observed is None:
@@ -110,9 +115,12 @@ class Target:
       raise TypeError("observed= must be a dict from random-variable name to "
                       f"value; got {type(observed).__name__}.")
     self._program = program
+    self._float = dtypes.check_float_dtype(dtype)
+    self._has_loops = None
     self._likelihood_scale = None
     self._prior_scale = None
-    self._args, self._kwargs = self._prepare_arguments(program, args, kwargs or {})
+    self._args, self._kwargs = self._prepare_arguments(program, args, kwargs or {},
+                                                       self._float)
     for name, value in observed.items():
       _check_finite(f"Observed data for random variable '{name}'", value)
     self._observed = dict(observed)
@@ -138,14 +146,15 @@ class Target:
         self._fixed[name] = rv.value
       else:
         self._latents[name] = self._latent_info(name, rv)
-    dtypes = {info.dtype for info in self._latents.values()}
-    self._dtype = dtypes.pop() if len(dtypes) == 1 else None
+    latent_dtypes = {info.dtype for info in self._latents.values()}
+    self._dtype = latent_dtypes.pop() if len(latent_dtypes) == 1 else None
 
   # -- construction ---------------------------------------------------------
 
   @staticmethod
-  def _prepare_arguments(program, args, kwargs):
-    """Checks data arguments are finite; NumPy arrays become Tensors once."""
+  def _prepare_arguments(program, args, kwargs, float_dtype):
+    """Checks data arguments are finite; NumPy arrays become Tensors once,
+    floating ones in ``float_dtype``."""
     try:
       bound = inspect.signature(program).bind_partial(*args, **kwargs).arguments
     except (TypeError, ValueError):
@@ -160,7 +169,7 @@ class Target:
 
     def convert(v):
       if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "fiubc":
-        return tf.convert_to_tensor(v)
+        return tf.convert_to_tensor(dtypes.cast_data(v, float_dtype))
       return v
 
     return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
@@ -175,14 +184,37 @@ class Target:
       fixed = kwargs.get("value") is not None
       if name in self._observed:
         kwargs["value"] = self._observed[name]
-      rv = fn(*args, **kwargs)
+      try:
+        rv = fn(*args, **kwargs)
+      except (TypeError, ValueError, tf.errors.InvalidArgumentError) as e:
+        if _is_dtype_conflict(e):
+          raise TypeError(
+              f"Random variable '{name}' mixes floating dtypes in its parameters "
+              f"({_first_line(e)}); the model runs in {self._float.name}: build the "
+              f"Tensors the program makes in that dtype, or pass dtype= to choose "
+              "another.") from e
+        raise
       if isinstance(rv, RandomVariable):
         found[name] = (rv, fixed)
       return rv
 
     with trace(tracer):
-      self._program(*self._args, **self._kwargs)
+      try:
+        self._call_program()
+      except (TypeError, ValueError, tf.errors.InvalidArgumentError) as e:
+        if not _is_dtype_conflict(e) or str(e).startswith("Random variable '"):
+          raise
+        after = f" after random variable '{next(reversed(found))}'" if found else ""
+        raise TypeError(
+            f"The program mixes floating dtypes{after} ({_first_line(e)}); the model "
+            f"runs in {self._float.name}: build the Tensors the program makes in that "
+            "dtype, or pass dtype= to choose another.") from e
     return found
+
+  def _call_program(self):
+    """Runs the program (inside a tracer) in the model's floating dtype."""
+    with dtypes.float_scope(self._float):
+      return self._program(*self._args, **self._kwargs)
 
   @staticmethod
   def _require_name(fn, kwargs):
@@ -315,7 +347,7 @@ class Target:
       return rv
 
     with trace(tracer):
-      self._program(*self._args, **self._kwargs)
+      self._call_program()
     missing = [n for n in self._latents if n not in seen]
     if missing:
       raise ValueError(f"Latent random variable(s) {missing} did not appear in "
@@ -360,7 +392,7 @@ class Target:
       return rv
 
     with trace(tracer):
-      self._program(*self._args, **self._kwargs)
+      self._call_program()
     return out
 
   def sample_prior(self, chains, seed):
@@ -472,9 +504,19 @@ class Target:
 
   def _vectorized_value_and_gradient(self, state, one_chain_fn=None):
     """``(lp [C], grads dict)``, differentiating one chain's program and then
-    vectorizing the result.  (Differentiating the vectorized program instead
-    puts reductions in the gradient whose axes XLA treats as compile-time
-    constants, so every new state value would recompile.)"""
+    batching the result over chains.
+
+    Without loops the per-chain gradient is vectorized (``tf.vectorized_map``).
+    (Differentiating the vectorized program instead puts reductions in the
+    gradient whose axes XLA treats as compile-time constants, so every new
+    state value would recompile: RESULTS section 1.)  A program with a loop
+    whose inputs differ per chain (``tf.scan``, ``tf.while_loop``,
+    ``tfd.HiddenMarkovModel``, ...) cannot be vectorized that way: TensorFlow's
+    vectorizer cannot batch the gradient of a loop, and the gradient of the
+    vectorized loop does not compile with XLA.  Its chains are then
+    evaluated one after another by ``tf.map_fn`` inside the same compiled
+    program: the cost grows linearly with the number of chains.
+    """
     one_chain_fn = one_chain_fn or (lambda s: self._run(s)[0])
 
     def one_chain(s):
@@ -483,7 +525,26 @@ class Target:
         lp = one_chain_fn(s)
       return lp, tape.gradient(lp, s, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
-    return tf.vectorized_map(one_chain, state)
+    if not self.has_loops:
+      return tf.vectorized_map(one_chain, state)
+    signature = (self._dtype or next(iter(state.values())).dtype,
+                 {n: tf.TensorSpec(None, v.dtype) for n, v in state.items()})
+    return tf.map_fn(one_chain, state, fn_output_signature=signature)
+
+  @property
+  def has_loops(self):
+    """Whether one run of the program holds a loop (a ``While`` op, e.g.
+    from ``tf.scan``, ``tf.while_loop`` or a TFP distribution that loops in
+    ``log_prob``); decides how gradients are batched over chains."""
+    if self._has_loops is None:
+      spec = {n: tf.TensorSpec(i.unconstrained_shape, i.dtype)
+              for n, i in self._latents.items()}
+      graph = tf.function(lambda s: self._run(s)[0]).get_concrete_function(spec).graph
+      graph_def = graph.as_graph_def()
+      ops = {n.op for n in graph_def.node}
+      ops.update(n.op for f in graph_def.library.function for n in f.node_def)
+      self._has_loops = bool(ops & {"While", "StatelessWhile"})
+    return self._has_loops
 
   def value_and_gradient(self, state):
     """``(log_prob [C], gradient dict name -> [C, *U_name])``."""
@@ -682,6 +743,16 @@ def _seed(seed):
   if isinstance(seed, (int, np.integer)):
     return tf.constant([int(seed) % (2**31 - 1), 0], tf.int32)
   return tf.convert_to_tensor(seed, tf.int32)
+
+
+def _is_dtype_conflict(error):
+  text = str(error)
+  return ("float64" in text and "float32" in text) or "dtype" in text.lower() and (
+      "float" in text)
+
+
+def _first_line(error):
+  return str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
 
 
 def _shape_text(desc):

@@ -51,7 +51,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         num_examples=None, tol=None,
         init="uniform", init_radius=2., warm_start=None, on_nonfinite="skip", chunk_size=None,
         progress=True, checkpoint_dir=None, jit_compile=True, callback=None,
-        program_args=(), program_kwargs=None, strategy=None, parallel="data", **kwargs):
+        program_args=(), program_kwargs=None, strategy=None, parallel="data", dtype=None,
+        **kwargs):
   """Fits a variational approximation to the posterior of ``model``.
 
   Args:
@@ -105,6 +106,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       time (a ``shuffle`` needs a ``seed``).
     jit_compile: compile the chunk with XLA (default True; with a strategy,
       each replica's part).
+    dtype: the model's floating dtype (default float32; ``tf.float64`` for
+      double precision, see ``ed.make_target``).
     callback: optional ``callback(info)`` after every chunk with ``step``,
       ``elbo`` (mean over the chunk) and ``skipped``.
     strategy: a ``tf.distribute.Strategy`` (or a name for
@@ -135,7 +138,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
                        f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
   target, batches = _target_and_batches(model, args, kwargs, observed, batch_size, dataset,
-                                        num_examples)
+                                        num_examples, dtype)
 
   program = is_variational_program(family)
   fam = None if program else get_family(family)
@@ -180,7 +183,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                  seed=seed, batch_size=batch_size, dataset=dataset,
                  num_examples=getattr(batches, "num_examples", None), init=init,
                  init_radius=init_radius, progress=progress, jit_compile=jit_compile,
-                 strategy=strategy, parallel=parallel, **kwargs)
+                 strategy=strategy, parallel=parallel, dtype=dtype, **kwargs)
       loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
     surrogate = FlatSurrogate(fam, target, loc, scale)
   optimizer.build(surrogate.variables)
@@ -279,17 +282,18 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                   timings=timings, seed=seed)
 
 
-def _target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples):
+def _target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples,
+                        dtype=None):
   """``(target, batches)``: the full-data target and the source of the
   minibatches (a ``Minibatcher``, ``DatasetBatches`` or None)."""
   if dataset is not None:
     if batch_size is not None:
       raise ValueError("Give batch_size= (to subsample arrays) or dataset=, not both.")
     batches = minibatch_lib.DatasetBatches(model, args, kwargs, observed, dataset,
-                                           num_examples)
+                                           num_examples, dtype)
     target = batches.target
   else:
-    target = make_target(model, *args, observed=observed, **kwargs)
+    target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
     batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
                if batch_size is not None else None)
   if target.dtype is None or not target.dtype.is_floating:

@@ -118,7 +118,7 @@ class DatasetBatches:
 
   compiled = False  # reading the iterator cannot be inside XLA
 
-  def __init__(self, model, args, kwargs, observed, dataset, num_examples):
+  def __init__(self, model, args, kwargs, observed, dataset, num_examples, dtype=None):
     if not isinstance(dataset, tf.data.Dataset):
       raise TypeError(f"dataset= must be a tf.data.Dataset; got {type(dataset).__name__}.")
     spec = dataset.element_spec
@@ -141,7 +141,7 @@ class DatasetBatches:
     self.target = make_target(
         model, *args,
         observed={**dict(observed or {}), **{k: first[k] for k in self._observed_keys}},
-        **{**self._kwargs, **{k: first[k] for k in self._kwarg_keys}})
+        dtype=dtype, **{**self._kwargs, **{k: first[k] for k in self._kwarg_keys}})
     self.dataset = dataset
     if num_examples is None:
       num_examples = int(sum(int(tf.shape(b[self._observed_keys[0]])[0]) for b in dataset))

@@ -1,0 +1,78 @@
+"""The floating dtype a model runs in, and conversion of data to it.
+
+NumPy's default float is float64 and TensorFlow's float32.  A model's data
+(program arguments, observed values, ``init``) given as NumPy or Python
+floating numbers is converted to the model's floating dtype -- float32 unless
+``dtype=tf.float64`` is asked of ``make_target``, ``ed.mcmc.sample`` or
+``ed.vi.fit`` -- as NumPyro does without x64.  Data already in a Tensor keeps
+its dtype: a Tensor is an explicit choice.
+
+In a float64 run, Python float literals given to a random-variable
+constructor inside the program (``ed.Normal(0., 5.)``) become float64 too,
+so a program written for float32 runs unchanged in float64; Tensors the
+program makes itself (``tf.zeros(8)``) must be given the dtype by the
+program.
+"""
+
+import contextlib
+import threading
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["float_dtype", "float_scope", "cast_data", "cast_literal"]
+
+_STATE = threading.local()
+
+
+def float_dtype():
+  """The floating dtype of the model being run (None outside a model run)."""
+  return getattr(_STATE, "dtype", None)
+
+
+@contextlib.contextmanager
+def float_scope(dtype):
+  """Runs the enclosed program code in floating dtype ``dtype``."""
+  previous = float_dtype()
+  _STATE.dtype = None if dtype is None else tf.as_dtype(dtype)
+  try:
+    yield
+  finally:
+    _STATE.dtype = previous
+
+
+def check_float_dtype(dtype):
+  """``tf.float32`` for None, else ``dtype`` if it is a floating dtype."""
+  if dtype is None:
+    return tf.float32
+  try:
+    dtype = tf.as_dtype(dtype)
+  except TypeError:
+    dtype = None
+  if dtype is None or not dtype.is_floating:
+    raise TypeError(f"dtype must be a floating dtype such as tf.float32 or tf.float64; "
+                    f"got {dtype!r}.")
+  return dtype
+
+
+def cast_data(value, dtype):
+  """NumPy floating arrays and scalars -> ``dtype``; anything else unchanged."""
+  if isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind == "f":
+    return value.astype(dtype.as_numpy_dtype, copy=False)
+  return value
+
+
+def cast_literal(value):
+  """In a float64 run: a Python float (or a flat list of numbers holding a
+  float) as a float64 Tensor, a NumPy floating array likewise; else unchanged."""
+  dtype = float_dtype()
+  if dtype is None or dtype == tf.float32:
+    return value
+  if isinstance(value, float) or (
+      isinstance(value, (np.ndarray, np.generic)) and value.dtype.kind == "f"):
+    return tf.constant(value, dtype)
+  if isinstance(value, (list, tuple)) and value and all(
+      isinstance(v, (int, float)) and not isinstance(v, bool) for v in value) and any(
+          isinstance(v, float) for v in value):
+    return tf.constant(value, dtype)
+  return value
