@@ -1,4 +1,4 @@
-"""Python control flow on random values, caught before compiled work.
+"""A graph-only trace of a program, before compiled work.
 
 Inference runs a program traced into a graph, where every latent value is
 symbolic.  A Python ``if x > 0:`` on a latent ``x`` then either fails with a
@@ -15,22 +15,59 @@ from (found by walking the graph back from the condition to their values)
 and the line of the program.  It builds a graph only: nothing runs, nothing
 compiles.  Any other failure of this extra trace is left for the real runs
 to report.
+
+The same graph tells which quantities of an observed variable's distribution
+are computed from latents (``ProgramGraph.dependence``): the support checks
+of ``edward_lite.support`` use it to test data against bounds given by the
+program's data (``Binomial(total_count=n)``) but not against bounds drawn
+from the prior (``Uniform(0., theta)`` with ``theta`` latent).
 """
 
 import linecache
 import os
 
 import tensorflow as tf
+import tensorflow_probability as tfp
 from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
 
 from edward_lite.random_variable import ControlFlowError, RandomVariable, _control_flow_error
 from edward_lite.tracing import trace
 
-__all__ = ["check_python_control_flow"]
+__all__ = ["check_python_control_flow", "ProgramGraph"]
 
 _LIBRARY_DIRS = tuple(
     os.path.dirname(m.__file__) + os.sep
     for m in (tf, __import__("tensorflow_probability"), __import__("edward_lite")))
+
+
+class ProgramGraph:
+  """What the graph trace of a program tells about its observed variables."""
+
+  def __init__(self, graph=None, latents=None, observed=None):
+    self._graph = graph
+    self._latents = latents or {}
+    self._observed = observed or {}
+
+  def dependence(self, name):
+    """``random(fn) -> bool`` for observed variable ``name``: whether
+    ``fn(distribution)`` (a Tensor, a bijector, any nest of them) is computed
+    from latent values in the program.  True when the trace could not tell."""
+    dist = self._observed.get(name)
+    if dist is None:
+      return lambda fn: True
+
+    def random(fn):
+      try:
+        with self._graph.as_default():
+          parts = tf.nest.flatten(fn(dist), expand_composites=True)
+        if any(isinstance(t, tfp.distributions.Distribution) for t in parts):
+          return True  # not a CompositeTensor: its parameters are hidden
+        return any(_latent_ancestors(t, self._latents)
+                   for t in parts if isinstance(t, tf.Tensor) and hasattr(t, "graph"))
+      except Exception:  # pylint: disable=broad-except
+        return True
+
+    return random
 
 
 def check_python_control_flow(program, args=(), kwargs=None, observed=None):
@@ -42,6 +79,9 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     observed: dict name -> value of observed random variables (their values
       are data: control flow on them is allowed).
 
+  Returns:
+    A ``ProgramGraph`` (empty if the graph trace failed for another reason).
+
   Raises:
     TypeError: ``bool()`` of a latent random variable, or of a Tensor
       computed from one, in ``if``/``while``/``and``/``or``/``not``; the
@@ -49,6 +89,7 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
   """
   observed = observed or {}
   latents = {}  # (graph id, tensor name) -> random-variable name
+  observed_dists = {}
 
   def tracer(fn, *fn_args, **fn_kwargs):
     name = fn_kwargs.get("name")
@@ -56,12 +97,15 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     if name in observed:
       fn_kwargs["value"] = observed[name]
     rv = fn(*fn_args, **fn_kwargs)
-    if latent and name is not None and isinstance(rv, RandomVariable) and isinstance(
-        rv.value, tf.Tensor) and hasattr(rv.value, "graph"):
+    if not isinstance(rv, RandomVariable) or name is None:
+      return rv
+    if name in observed:
+      observed_dists[name] = rv.distribution
+    elif latent and isinstance(rv.value, tf.Tensor) and hasattr(rv.value, "graph"):
       latents[_key(rv.value)] = name
     return rv
 
-  graph = func_graph.FuncGraph("edward_lite_control_flow_check")
+  graph = func_graph.FuncGraph("edward_lite_program_check")
   try:
     with graph.as_default(), trace(tracer):
       program(*args, **(kwargs or {}))
@@ -75,8 +119,10 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     names = _latent_ancestors(condition, latents) if condition is not None else set()
     if names:
       raise _control_flow_error(names, where) from None
+    return ProgramGraph()
   except Exception:  # pylint: disable=broad-except
-    pass  # not ours to judge here: the real runs report it
+    return ProgramGraph()  # not ours to judge here: the real runs report it
+  return ProgramGraph(graph, latents, observed_dists)
 
 
 def _key(tensor):

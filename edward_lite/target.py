@@ -38,6 +38,7 @@ import tensorflow_probability as tfp
 from edward_lite.control_flow import check_python_control_flow
 from edward_lite import dtypes
 from edward_lite.random_variable import DeferredValue, RandomVariable
+from edward_lite.support import check_observed_support
 from edward_lite.tracing import check_unique_name, trace
 
 __all__ = ["Target", "make_target", "LatentInfo", "support_bijector"]
@@ -133,14 +134,15 @@ class Target:
           f"its random variables are {list(structure)}.")
     for _ in range(max(structure_checks, 1) - 1):
       self._check_same_structure(structure, self._trace_structure())
-    check_python_control_flow(program, self._args, self._kwargs,
-                              {n: structure[n][0].value for n in self._observed})
+    graph = check_python_control_flow(program, self._args, self._kwargs,
+                                      {n: structure[n][0].value for n in self._observed})
 
     self._fixed = {}
     self._latents = collections.OrderedDict()
     for name, (rv, fixed) in structure.items():
       if name in self._observed:
         self._observed[name] = rv.value  # converted and checked once
+        check_observed_support(name, rv.distribution, rv.value, graph.dependence(name))
       elif fixed:
         _check_finite(f"Value fixed inside the program for random variable '{name}'", rv.value)
         self._fixed[name] = rv.value
