@@ -134,8 +134,8 @@ class Target:
           f"its random variables are {list(structure)}.")
     for _ in range(max(structure_checks, 1) - 1):
       self._check_same_structure(structure, self._trace_structure())
-    graph = check_python_control_flow(program, self._args, self._kwargs,
-                                      {n: structure[n][0].value for n in self._observed})
+    graph = check_python_control_flow(self._call_program, observed={
+        n: structure[n][0].value for n in self._observed})
 
     self._fixed = {}
     self._latents = collections.OrderedDict()

@@ -862,3 +862,9 @@ def test_make_target_allows_control_flow_on_data_and_observed_values():
 
   t = ed.make_target(model, np.ones(3, np.float32), True, observed={"y": [0., 1., 2.]})
   assert t.names == ("x",)
+
+
+def test_make_target_rejects_python_if_in_a_float64_model():
+  with pytest.raises(TypeError, match=r"random variable 'x' at test_random_variable.py:\d+ "
+                                      r"\(if x > 0:\)"):
+    ed.make_target(python_if_model, observed={"y": 0.5}, dtype=tf.float64)

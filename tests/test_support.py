@@ -289,3 +289,19 @@ def test_random_parameters_skip_parameter_bounds():
   with pytest.raises(ValueError, match="non-negative integers"):
     check_observed_support("v", binomial, tf.constant([6., 1.5]), random=lambda fn: True)
   check_observed_support("v", binomial, tf.constant([6., 1.]), random=lambda fn: True)
+
+
+def dirichlet_literal_model():
+  alpha = ed.Gamma([2., 2., 2.], 1., name="alpha")  # Python floats follow dtype=
+  return ed.Dirichlet(alpha, sample_shape=4, name="p")
+
+
+def test_float64_model_is_checked():
+  ed.make_target(dirichlet_literal_model, observed={"p": np.full([4, 3], 1. / 3.)}, dtype=tf.float64)
+  with pytest.raises(ValueError, match=outside("size", "HalfNormal", "non-negative values")):
+    ed.make_target(half_normal_model, observed={"size": [1., -0.5, 0., 2.]}, dtype=tf.float64)
+  p = np.full([4, 3], 1. / 3.)
+  p[0] = [0.3334, 0.3334, 0.3333]  # off the simplex by 1e-4: fine in float32, not in float64
+  ed.make_target(dirichlet_literal_model, observed={"p": p})
+  with pytest.raises(ValueError, match=outside("p", "Dirichlet", "vectors on the probability")):
+    ed.make_target(dirichlet_literal_model, observed={"p": p}, dtype=tf.float64)
