@@ -112,7 +112,7 @@ def _is_library_module(module):
     return False  # unknown origin: treat as the user's and follow it
   path = getattr(mod, "__file__", None)
   if path is None:
-    return True  # built-in or frozen
+    return False  # made at run time (built-in modules are in stdlib_module_names)
   return os.path.realpath(path).startswith(_library_roots())
 
 
