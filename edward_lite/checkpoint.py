@@ -393,7 +393,11 @@ class Checkpointer:
     except Exception as e:  # pylint: disable=broad-except
       # BadZipFile, EOFError, OSError, ValueError ("pickled data") or zlib's
       # error: each means the file is not what we wrote.
-      reason = "is empty" if os.path.getsize(self._path(name)) == 0 else (
+      try:
+        empty = os.path.getsize(self._path(name)) == 0
+      except OSError:
+        empty = False
+      reason = "is empty" if empty else (
           f"is not a readable NumPy archive (truncated, corrupt or foreign: "
           f"{type(e).__name__})")
       raise self._corrupt(name, reason) from e

@@ -173,8 +173,10 @@ def _pandas():
 
 
 class _Hasher:
-  """Feeds a value's content into one SHA-256 (about 1.5 GB/s on contiguous
-  arrays; RESULTS.md has the measured figure)."""
+  """Feeds a value's content into one SHA-256: contiguous arrays go in as
+  one buffer, without a copy (SHA-256 is hardware-accelerated on current CPUs
+  and was the fastest of hashlib's digests here; the speed is in RESULTS.md,
+  identity by content)."""
 
   def __init__(self):
     self.hash = hashlib.sha256()

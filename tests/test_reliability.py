@@ -578,3 +578,18 @@ def test_model_fingerprint_ignores_where_code_lives():
     assert _fingerprint(uses).code != before
   finally:
     del sys.modules["user_config"]
+
+
+def test_fit_refuses_an_edited_model_and_releases_its_directory(tmp_path):
+  ckpt = str(tmp_path / "vi")
+  model = _made("def model():\n  return ed.Normal(0., 1., name='x')\n")
+  settings = dict(steps=20, samples=4, chunk_size=10, progress=False, seed=1)
+  ed.vi.fit(model, checkpoint_dir=ckpt, **settings)
+  assert not (tmp_path / "vi" / "lock").exists()
+  model.__code__ = _made("def model():\n  return ed.Normal(1., 1., name='x')\n").__code__
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="model code") as info:
+    ed.vi.fit(model, checkpoint_dir=ckpt, **settings)
+  assert ckpt in str(info.value)
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="settings.chunk_size"):
+    ed.vi.fit(model, checkpoint_dir=str(tmp_path / "vi2"), **settings)
+    ed.vi.fit(model, checkpoint_dir=str(tmp_path / "vi2"), **dict(settings, chunk_size=5))
