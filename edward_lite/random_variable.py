@@ -469,8 +469,14 @@ tf.register_tensor_conversion_function(RandomVariable, _to_tensor)
 
 
 def _has_random_variable(values):
-  """True if a (nested) list or tuple holds a RandomVariable."""
-  return any(issubclass(t, RandomVariable) for t in set(map(type, tf.nest.flatten(values))))
+  """True if a (nested) list or tuple holds a RandomVariable (one C-speed
+  pass over each level's element types)."""
+  types = set(map(type, values))
+  if any(issubclass(t, RandomVariable) for t in types):
+    return True
+  if not any(issubclass(t, (list, tuple)) for t in types):
+    return False
+  return any(_has_random_variable(v) for v in values if isinstance(v, (list, tuple)))
 
 
 def _replace_random_variables(values):
@@ -489,7 +495,7 @@ def _nested_list_to_tensor(values, dtype=None, name=None, as_ref=False):
   element goes to NumPy, which reads a random variable as a sequence
   (``len()``), so ``tf.concat([[mu0], [mu1]], 0)`` failed on scalars.  This
   runs just before TensorFlow's packing (priority 99) and costs one pass over
-  the flattened list's element types otherwise.
+  the list's element types otherwise.
   """
   if as_ref or not _has_random_variable(values):
     return NotImplemented
