@@ -35,9 +35,9 @@ from edward_lite.tracing import trace
 
 __all__ = ["check_python_control_flow", "ProgramGraph"]
 
-_LIBRARY_DIRS = tuple(
-    os.path.dirname(m.__file__) + os.sep
-    for m in (tf, __import__("tensorflow_probability"), __import__("edward_lite")))
+# Frames in these directories are not the program's line.
+_LIBRARY_DIRS = tuple(os.path.dirname(f) + os.sep for f in (
+    tf.__file__, tfp.__file__, os.path.abspath(__file__)))
 
 
 class ProgramGraph:
