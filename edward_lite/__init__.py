@@ -19,6 +19,7 @@ from edward_lite.distributions import as_random_variable, make_random_variable
 from edward_lite.programs import condition, do, make_log_joint_fn, make_value_setter
 from edward_lite.random_variable import RandomVariable
 from edward_lite.target import Target, make_target
+from edward_lite.terms import Factor, Flat
 from edward_lite.tracing import (get_next_interceptor, get_next_tracer, interceptable,
                                  interception, tape, trace, traceable)
 

@@ -79,7 +79,8 @@ def make_target(program, *args, observed=None, structure_checks=2, dtype=None, *
 
 
 def _is_array_like(x):
-  return isinstance(x, (np.ndarray, np.generic, list, tuple)) and not isinstance(x, str)
+  return (isinstance(x, (np.ndarray, np.generic, list, tuple)) or
+          hasattr(x, "__array__")) and not isinstance(x, str)
 
 
 def _check_finite(what, value):
@@ -89,6 +90,11 @@ def _check_finite(what, value):
   if tf.is_tensor(value) and not hasattr(value, "numpy"):
     return  # symbolic: cannot check here
   try:
+    if hasattr(value, "select_dtypes"):  # a pandas DataFrame: its numeric columns
+      value = value.select_dtypes(include="number").to_numpy(dtype=np.float64,
+                                                             na_value=np.nan)
+    elif hasattr(value, "to_numpy") and getattr(value.dtype, "kind", "") in "fiuc":
+      value = value.to_numpy(dtype=np.float64, na_value=np.nan)  # a (nullable) Series
     array = np.asarray(value)
   except Exception:  # pylint: disable=broad-except
     return
@@ -546,7 +552,17 @@ class Target:
       ops = {n.op for n in graph_def.node}
       ops.update(n.op for f in graph_def.library.function for n in f.node_def)
       self._has_loops = bool(ops & {"While", "StatelessWhile"})
+      self._unbounded_loops = any(
+          op.type in ("While", "StatelessWhile") and _is_minus_one(op.inputs[1])
+          for op in graph.get_operations())
     return self._has_loops
+
+  @property
+  def has_unbounded_loops(self):
+    """Whether the program holds a ``tf.while_loop`` without
+    ``maximum_iterations``: XLA cannot compile its gradient, so such a
+    program runs without XLA."""
+    return self.has_loops and self._unbounded_loops
 
   def value_and_gradient(self, state):
     """``(log_prob [C], gradient dict name -> [C, *U_name])``."""
@@ -745,6 +761,12 @@ def _seed(seed):
   if isinstance(seed, (int, np.integer)):
     return tf.constant([int(seed) % (2**31 - 1), 0], tf.int32)
   return tf.convert_to_tensor(seed, tf.int32)
+
+
+def _is_minus_one(tensor):
+  """True if ``tensor`` is the constant -1 (a while loop's absent maximum)."""
+  value = tf.get_static_value(tensor)
+  return value is not None and int(value) == -1
 
 
 def _is_dtype_conflict(error):

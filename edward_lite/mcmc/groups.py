@@ -54,11 +54,13 @@ class ChainGroups:
     ``_Program.run_chunk``) on every block at once; returns the merged state
     and the outputs as NumPy."""
     parts = self.split(state)
+    # The step size of a sampling chunk: per chain unless pooled.
+    finals = [final_step] * self.size if self.pool_step else tf.split(final_step, self.size)
 
     def run(g):
       block_seed = tf.random.experimental.stateless_fold_in(seed, g) if self.size > 1 else seed
       with tf.device(self.devices[g]):
-        new, out = run_chunk(parts[g], final_step, block_seed, *args)
+        new, out = run_chunk(parts[g], finals[g], block_seed, *args)
         return new, tf.nest.map_structure(lambda t: t.numpy(), out)
 
     results = list(self._pool.map(run, range(self.size)))

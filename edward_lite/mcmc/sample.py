@@ -20,6 +20,7 @@ cuts the same chunks).
 import collections
 import hashlib
 import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -56,7 +57,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
            step_size=None, adapt_metric=True, pooled=None, chunk_size=None,
            progress=True, checkpoint_dir=None, max_init_tries=100, callback=None,
-           strategy=None, parallel="data", jit_compile=True, **kwargs):
+           strategy=None, parallel="data", jit_compile=True, dtype=None, **kwargs):
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
 
   Args:
@@ -126,6 +127,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       draws for a fixed number of devices (``ed.mcmc.groups``).
     jit_compile: compile with XLA (default): the whole sampler, or with a
       strategy each replica's part.
+    dtype: the model's floating dtype (default float32); ``tf.float64`` runs
+      the model and the sampler in double precision (``ed.make_target``).
 
   Returns:
     An ``MCMCResult``.
@@ -144,10 +147,10 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   if parallel == "chain_groups":
     groups = _chain_groups(strategy, chains, pooling)
     program = _Program.get(model, args, kwargs, observed, kernel, chains // groups.size, pooling,
-                           jit_compile=jit_compile)
+                           jit_compile=jit_compile, dtype=dtype)
   else:
     program = _Program.get(model, args, kwargs, observed, kernel, chains, pooling,
-                           strategy, parallel, jit_compile)
+                           strategy, parallel, jit_compile, dtype)
   target = program.target
   dtype = target.dtype.as_numpy_dtype
   dim = target.dim
@@ -163,6 +166,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
       thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooling,
+      dtype=str(dtype),
       init=_describe_init(init), step_size=step_size, chunk_size=chunk,
       jit_compile=bool(jit_compile),
       **({"chain_groups": groups.size} if groups else {}))) if checkpoint_dir else None
@@ -292,15 +296,15 @@ class _Program:
 
   @classmethod
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
-          parallel="data", jit_compile=True):
+          parallel="data", jit_compile=True, dtype=None):
     strategy = distribute.resolve(strategy, parallel)
     fingerprint = runtime.fingerprint(model, args, kwargs, observed)
     key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
-           bool(jit_compile))
+           bool(jit_compile), str(dtype))
     if fingerprint.key is not None and key in cls._cache:
       cls._cache.move_to_end(key)
       return cls._cache[key]
-    target = make_target(model, *args, observed=observed, **kwargs)
+    target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
     if strategy is not None:
       if parallel == "chains" and chains % strategy.num_replicas_in_sync:
         raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
@@ -326,6 +330,11 @@ class _Program:
     # A sharded target calls strategy.run, which XLA cannot hold: its
     # replicas' parts are compiled instead.
     jit = bool(jit_compile) and not isinstance(target, distribute.ShardedTarget)
+    if jit and target.has_unbounded_loops:
+      warnings.warn("The program has a tf.while_loop without maximum_iterations, whose "
+                    "gradient XLA cannot compile: sampling without XLA (slower); give the "
+                    "loop maximum_iterations= to compile it.", RuntimeWarning, stacklevel=4)
+      jit = False
     alg = "threefry" if jit else "philox"
 
     def run_chunk(*args):
