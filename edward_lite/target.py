@@ -122,7 +122,9 @@ class Target:
       raise TypeError("observed= must be a dict from random-variable name to "
                       f"value; got {type(observed).__name__}.")
     self._program = program
-    self._float = dtypes.check_float_dtype(dtype)
+    # None: data keep their dtypes unless they conflict with the program's
+    # (then floating NumPy data become float32); else the model's dtype.
+    self._float = None if dtype is None else dtypes.check_float_dtype(dtype)
     self._has_loops = None
     self._likelihood_scale = None
     self._prior_scale = None
@@ -132,7 +134,15 @@ class Target:
       _check_finite(f"Observed data for random variable '{name}'", value)
     self._observed = dict(observed)
 
-    structure = self._trace_structure()
+    try:
+      structure = self._trace_structure()
+    except DtypeConflictError:
+      if dtype is not None:
+        raise
+      # NumPy's float64 data meeting a float32 program: run it in float32.
+      self._args, self._kwargs = self._prepare_arguments(program, args, kwargs or {},
+                                                         tf.float32)
+      structure = self._trace_structure()
     unknown = [n for n in self._observed if n not in structure]
     if unknown:
       raise ValueError(
@@ -177,7 +187,7 @@ class Target:
 
     def convert(v):
       if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "fiubc":
-        return tf.convert_to_tensor(dtypes.cast_data(v, float_dtype))
+        return tf.convert_to_tensor(dtypes.cast_data(v, float_dtype) if float_dtype else v)
       return v
 
     return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
@@ -196,9 +206,9 @@ class Target:
         rv = fn(*args, **kwargs)
       except (TypeError, ValueError, tf.errors.InvalidArgumentError) as e:
         if _is_dtype_conflict(e):
-          raise TypeError(
+          raise DtypeConflictError(
               f"Random variable '{name}' mixes floating dtypes in its parameters "
-              f"({_first_line(e)}); the model runs in {self._float.name}: build the "
+              f"({_first_line(e)}); the model runs in {self._float_name}: build the "
               f"Tensors the program makes in that dtype, or pass dtype= to choose "
               "another.") from e
         raise
@@ -213,11 +223,15 @@ class Target:
         if not _is_dtype_conflict(e) or str(e).startswith("Random variable '"):
           raise
         after = f" after random variable '{next(reversed(found))}'" if found else ""
-        raise TypeError(
+        raise DtypeConflictError(
             f"The program mixes floating dtypes{after} ({_first_line(e)}); the model "
-            f"runs in {self._float.name}: build the Tensors the program makes in that "
+            f"runs in {self._float_name}: build the Tensors the program makes in that "
             "dtype, or pass dtype= to choose another.") from e
     return found
+
+  @property
+  def _float_name(self):
+    return (self._float or tf.float32).name
 
   def _call_program(self):
     """Runs the program (inside a tracer) in the model's floating dtype."""
@@ -763,6 +777,10 @@ def _seed(seed):
   return tf.convert_to_tensor(seed, tf.int32)
 
 
+class DtypeConflictError(TypeError):
+  """The program combines floating dtypes that do not match."""
+
+
 def _is_minus_one(tensor):
   """True if ``tensor`` is the constant -1 (a while loop's absent maximum)."""
   value = tf.get_static_value(tensor)
@@ -770,9 +788,9 @@ def _is_minus_one(tensor):
 
 
 def _is_dtype_conflict(error):
-  text = str(error)
-  return ("float64" in text and "float32" in text) or "dtype" in text.lower() and (
-      "float" in text)
+  text = _first_line(error)
+  return (("float64" in text and "float32" in text) or "incompatible dtypes" in text or
+          ("float tensor" in text and "double tensor" in text))
 
 
 def _first_line(error):
