@@ -69,13 +69,23 @@ def make_target(program, *args, observed=None, structure_checks=2, dtype=None, *
     dtype: the model's floating dtype (default ``tf.float32``): NumPy and
       Python floating data and the float literals of the program's
       random-variable constructors are converted to it (``ed.dtypes``);
-      ``tf.float64`` runs the whole model in double precision.
+      ``tf.float64`` runs the whole model in double precision.  A program
+      with a ``dtype`` parameter of its own receives it as well.
     **kwargs: keyword arguments of ``program``.
 
   Returns:
     A ``Target``.
   """
+  if dtype is not None and _takes_parameter(program, "dtype"):
+    kwargs["dtype"] = dtype  # the program's own dtype parameter gets it too
   return Target(program, args, kwargs, observed, structure_checks, dtype)
+
+
+def _takes_parameter(fn, name):
+  try:
+    return name in inspect.signature(fn).parameters
+  except (TypeError, ValueError):
+    return False
 
 
 def _is_array_like(x):
