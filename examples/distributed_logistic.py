@@ -52,17 +52,19 @@ def synthetic(n, d, seed=0, dtype=np.float32):
 
 
 def run(strategy, n=20_000, d=54, chains=4, warmup=300, draws=300, parallel="data", seed=0,
-        compare=False, dtype=np.float32, progress=True):
+        compare=False, dtype=np.float32, progress=True, pooled=None):
   """Fits the model with ``strategy``; returns a dict of results and timings.
 
   Keys: ``posterior`` (the ``MCMCResult``), ``wall_s``, ``grads_per_s``
   (per-chain gradient evaluations per second over the whole run),
   ``replicas``, and with ``compare``: ``single_wall_s`` and ``max_abs_diff``
-  (draws against the single-device sampler).
+  (draws against the single-device sampler; equal to float64 round-off with
+  ``pooled=True``, in distribution with per-chain adaptation, which feeds
+  back each chain's round-off).
   """
   x, y = synthetic(n, d, seed, dtype)
   kwargs = dict(observed={"y": y}, chains=chains, warmup=warmup, draws=draws, seed=seed,
-                progress=progress)
+                progress=progress, pooled=pooled)
   start = time.perf_counter()
   posterior = ed.mcmc.sample(logistic_regression, x, strategy=strategy, parallel=parallel,
                              **kwargs)

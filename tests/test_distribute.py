@@ -361,7 +361,7 @@ def test_distributed_logistic_example_equals_single_device(strategies):
   sys.path.insert(0, os.path.join(ROOT, "examples"))
   import distributed_logistic  # pylint: disable=import-outside-toplevel
   out = distributed_logistic.run(strategies[2], n=301, d=4, chains=4, warmup=40, draws=20,
-                                 compare=True, dtype=np.float64, progress=False)
+                                 compare=True, dtype=np.float64, progress=False, pooled=True)
   assert out["replicas"] == 2 and out["posterior"].draws["w"].shape == (20, 4, 4)
   assert out["max_abs_diff"] < 1e-8
 
