@@ -53,6 +53,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.bijectors import support_bijector
+
 __all__ = ["check_observed_support"]
 
 tfd, tfb = tfp.distributions, tfp.bijectors
@@ -103,7 +105,7 @@ def check_observed_support(name, distribution, value, random=None):
   if not distribution.dtype.is_floating:
     _log_prob_fallback(name, kind, distribution, value, array, random)
     return
-  bijector = _event_space_bijector(distribution)
+  bijector = support_bijector(distribution)
   if bijector is None:
     _log_prob_fallback(name, kind, distribution, value, array, random)
     return
@@ -235,27 +237,6 @@ def _num_classes(dist):
   except (ValueError, IndexError):
     return None
   return classes
-
-
-def _event_space_bijector(dist):
-  """TFP's default event-space bijector; for mixtures (which have none) the
-  identity when every component has the whole space as support."""
-  try:
-    bijector = dist.experimental_default_event_space_bijector()
-  except NotImplementedError:
-    bijector = None
-  if bijector is not None:
-    return bijector
-  if isinstance(dist, tfd.MixtureSameFamily):
-    components = [dist.components_distribution]
-  elif isinstance(dist, tfd.Mixture):
-    components = dist.components
-  else:
-    return None
-  for component in components:
-    if not isinstance(_event_space_bijector(component), tfb.Identity):
-      return None
-  return tfb.Identity()
 
 
 def _tolerance(dtype):

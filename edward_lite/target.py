@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.bijectors import support_bijector
 from edward_lite.control_flow import check_python_control_flow
 from edward_lite import dtypes
 from edward_lite.random_variable import DeferredValue, RandomVariable
@@ -751,34 +752,6 @@ def log_prob_term(dist, value):
       return -tf.nn.sigmoid_cross_entropy_with_logits(
           labels=tf.broadcast_to(labels, shape), logits=tf.broadcast_to(logits, shape))
   return dist.log_prob(value)
-
-
-def support_bijector(dist):
-  """Bijector from unconstrained space onto the support of ``dist``, or None.
-
-  TFP's default event-space bijector; for mixtures, for which TFP defines
-  none, the identity when every component lives on the whole real line.
-  None for discrete distributions.
-  """
-  if not dist.dtype.is_floating:
-    return None
-  try:
-    bijector = dist.experimental_default_event_space_bijector()
-  except NotImplementedError:
-    bijector = None
-  if bijector is not None:
-    return bijector
-  if isinstance(dist, tfd.MixtureSameFamily):
-    components = [dist.components_distribution]
-  elif isinstance(dist, tfd.Mixture):
-    components = dist.components
-  else:
-    return None
-  for component in components:
-    inner = support_bijector(component)
-    if not isinstance(inner, tfb.Identity):
-      return None
-  return tfb.Identity()
 
 
 def _seed(seed):
