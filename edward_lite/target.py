@@ -29,7 +29,6 @@ data; discrete latents; a structure that changes between runs) happen in
 import collections
 import copy
 import inspect
-import zlib
 
 import numpy as np
 import tensorflow as tf
@@ -37,7 +36,7 @@ import tensorflow_probability as tfp
 
 from edward_lite.bijectors import support_bijector
 from edward_lite.control_flow import check_python_control_flow
-from edward_lite import dtypes
+from edward_lite import dtypes, simulation
 from edward_lite.random_variable import DeferredValue, RandomVariable
 from edward_lite.support import check_observed_support
 from edward_lite.tracing import check_unique_name, trace
@@ -45,6 +44,10 @@ from edward_lite.tracing import check_unique_name, trace
 __all__ = ["Target", "make_target", "LatentInfo", "support_bijector"]
 
 tfd, tfb = tfp.distributions, tfp.bijectors
+
+# ed.Deterministic(value, name=...) records a function of the latents: not a
+# latent, no term of the log density; its values are kept with the draws.
+_DETERMINISTIC = (tfd.Deterministic, tfd.VectorDeterministic)
 
 LatentInfo = collections.namedtuple(
     "LatentInfo", ["name", "shape", "dtype", "bijector", "unconstrained_shape",
@@ -165,6 +168,7 @@ class Target:
         n: structure[n][0].value for n in self._observed})
 
     self._fixed = {}
+    self._deterministic = collections.OrderedDict()
     self._latents = collections.OrderedDict()
     for name, (rv, fixed) in structure.items():
       if name in self._observed:
@@ -173,6 +177,8 @@ class Target:
       elif fixed:
         _check_finite(f"Value fixed inside the program for random variable '{name}'", rv.value)
         self._fixed[name] = rv.value
+      elif isinstance(rv.distribution, _DETERMINISTIC):
+        self._deterministic[name] = rv.value.shape
       else:
         self._latents[name] = self._latent_info(name, rv)
     latent_dtypes = {info.dtype for info in self._latents.values()}
@@ -300,6 +306,11 @@ class Target:
     return tuple(self._latents)
 
   @property
+  def deterministic_names(self):
+    """Names of the ``ed.Deterministic`` variables, in program order."""
+    return tuple(self._deterministic)
+
+  @property
   def latents(self):
     """OrderedDict name -> ``LatentInfo``."""
     return self._latents.copy()
@@ -358,7 +369,7 @@ class Target:
     def tracer(fn, *args, **kwargs):
       name = self._require_name(fn, kwargs)
       if name in seen or name not in self._latents and name not in self._observed \
-          and name not in self._fixed:
+          and name not in self._fixed and name not in self._deterministic:
         raise ValueError(
             f"Random variable '{name}' appeared in this run of the program but "
             "not as expected from make_target's trace (stochastic control flow "
@@ -372,6 +383,8 @@ class Target:
                                          named_terms, constrained, unconstrained,
                                          self._prior_scale))
       rv = fn(*args, **kwargs)
+      if name in self._deterministic:
+        return rv
       term = tf.reduce_sum(log_prob_term(rv.distribution, rv.value))
       scale = self._likelihood_scale if name in self._observed else self._prior_scale
       if scale is not None:
@@ -407,26 +420,56 @@ class Target:
 
   def _simulate(self, values, seed):
     """Runs the program once with ``values`` (constrained, unbatched) for the
-    latents they name; every other random variable that is not fixed in the
-    program is drawn from its distribution with a stateless seed derived from
-    ``seed`` and its name.  Returns name -> value of every random variable."""
-    out = {}
+    latents they name; every other random variable that the program does not
+    fix is drawn (``simulation.simulate``).  Returns name -> value."""
+    return simulation.simulate(self._call_program, values, seed)
+
+  def _pointwise(self, values):
+    """One run at constrained latent ``values`` (unbatched): each observed
+    variable's elementwise log-likelihood ``log p(y_i | x)`` (shape
+    ``sample_shape + batch_shape``: one entry per observation) and each
+    ``ed.Deterministic``'s value.  Returns ``(log_lik dict, deterministic dict)``."""
+    log_lik, deterministic = {}, {}
 
     def tracer(fn, *args, **kwargs):
-      name = self._require_name(fn, kwargs)
-      if name in values:
+      name = kwargs.get("name")
+      if name in self._observed:
+        kwargs["value"] = self._observed[name]
+      elif name in values:
         kwargs["value"] = values[name]
-      elif name not in self._fixed:
-        shape = kwargs.get("sample_shape", ())
-        rv_seed = tf.random.experimental.stateless_fold_in(seed, zlib.crc32(name.encode()) >> 1)
-        kwargs["value"] = DeferredValue(lambda dist: dist.sample(shape, seed=rv_seed))
       rv = fn(*args, **kwargs)
-      out[name] = rv.value
+      if name in self._observed:
+        log_lik[name] = rv.distribution.log_prob(rv.value)
+      elif name in self._deterministic:
+        deterministic[name] = rv.value
       return rv
 
     with trace(tracer):
       self._call_program()
-    return out
+    return log_lik, deterministic
+
+  def log_likelihood(self, values):
+    """Pointwise log-likelihood of every observed variable at draws.
+
+    Args:
+      values: dict ``name -> [S, *shape]`` of constrained latent draws.
+
+    Returns:
+      dict ``observed name -> NumPy [S, *obs_shape]``: ``log p(y_i | x_s)``
+      per draw ``s`` and observation ``i`` (the observation axes are the
+      variable's sample and batch axes; an event is one observation),
+      computed in one compiled pass (``simulation.map_draws``).
+    """
+    values = {n: values[n] for n in self._latents}
+    return simulation.map_draws(lambda v: self._pointwise(v)[0], values)
+
+  def deterministic(self, values):
+    """The ``ed.Deterministic`` variables at draws: dict ``name -> NumPy
+    [S, *shape]`` from latent draws ``name -> [S, *shape]`` (constrained)."""
+    if not self._deterministic:
+      return {}
+    values = {n: values[n] for n in self._latents}
+    return simulation.map_draws(lambda v: self._pointwise(v)[1], values)
 
   def sample_prior(self, chains, seed):
     """Prior draws of the latents: dict ``name -> [chains, *shape]`` (constrained).
@@ -435,7 +478,7 @@ class Target:
       chains: number of draws.
       seed: stateless seed, a shape-[2] int Tensor or an int.
     """
-    seeds = tf.random.experimental.stateless_split(_seed(seed), chains)
+    seeds = tf.random.experimental.stateless_split(simulation.seed_tensor(seed), chains)
     draws = tf.vectorized_map(lambda s: self._simulate({}, s), seeds)
     return {n: draws[n] for n in self._latents}
 
@@ -453,7 +496,7 @@ class Target:
     """
     values = self._as_dict(values, constrained=True)
     count = tf.shape(next(iter(values.values())))[0]
-    seeds = tf.random.experimental.stateless_split(_seed(seed), count)
+    seeds = tf.random.experimental.stateless_split(simulation.seed_tensor(seed), count)
     return tf.vectorized_map(lambda args: self._simulate(args[0], args[1]), (values, seeds))
 
   # -- batched API ----------------------------------------------------------
@@ -752,12 +795,6 @@ def log_prob_term(dist, value):
       return -tf.nn.sigmoid_cross_entropy_with_logits(
           labels=tf.broadcast_to(labels, shape), logits=tf.broadcast_to(logits, shape))
   return dist.log_prob(value)
-
-
-def _seed(seed):
-  if isinstance(seed, (int, np.integer)):
-    return tf.constant([int(seed) % (2**31 - 1), 0], tf.int32)
-  return tf.convert_to_tensor(seed, tf.int32)
 
 
 class DtypeConflictError(TypeError):

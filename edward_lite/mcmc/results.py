@@ -39,6 +39,7 @@ class MCMCResult:
   """
 
   def __init__(self, **fields):
+    self._log_likelihood = None
     self.__dict__.update(fields)
 
   @classmethod
@@ -55,7 +56,8 @@ class MCMCResult:
     result = cls(
         target=target, kernel=kernel, chains=chains, warmup=warmup, num_draws=draws,
         thin=thin, keep_draws=keep_draws,
-        draws=target.split_constrained(flat) if flat is not None else None,
+        draws=_with_deterministic(target, target.split_constrained(flat))
+        if flat is not None else None,
         sample_stats={k: v for k, v in stats.items() if v is not None} if keep_draws else {},
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
         inverse_metric=_inverse_metric(state.scale.numpy()),
@@ -96,7 +98,8 @@ class MCMCResult:
     ESS.  Prints the table with its warnings (or, with
     ``print_table=False``, issues them as ``RuntimeWarning``) and returns it."""
     rows, notes = [], []
-    for name in self.target.names:
+    names = self.target.names + (self.target.deterministic_names if self.draws else ())
+    for name in names:
       stats = self._stats(name)
       shape = stats["mean"].shape
       for index in np.ndindex(*shape):
@@ -211,40 +214,53 @@ class MCMCResult:
                    "poorly; reparameterize.")
     return notes
 
-  def posterior_predictive(self, seed=0):
-    """Posterior predictive draws: the program run at every kept draw with
-    its observed (and fixed) random variables redrawn.
+  def posterior_predictive(self, *args, seed=0, **kwargs):
+    """Posterior predictive draws, at the data or at new program arguments:
+    ``ed.predictive(program, self, *args, seed=seed, **kwargs)``.
 
     Returns:
-      dict name -> NumPy ``[draws, chains, *shape]`` for every random variable
-      that is not a latent.
+      dict name -> NumPy ``[draws, chains, *shape]`` for every random
+      variable that is not a latent (observed ones redrawn) and every
+      ``ed.Deterministic``.
     """
+    from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
+    return predictive(self.target._program, self, *args, seed=seed, **kwargs)  # pylint: disable=protected-access
+
+  def log_likelihood(self):
+    """Pointwise log-likelihood ``log p(y_i | x)`` at every kept draw: dict
+    observed name -> NumPy ``[draws, chains, *obs_shape]`` (one compiled
+    pass over the draws; the input of PSIS-LOO and WAIC)."""
     if self.draws is None:
-      raise ValueError("posterior_predictive() needs the draws: sample with keep_draws=True.")
-    lead = next(iter(self.draws.values())).shape[:2]
-    flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.draws.items()}
-    sims = self.target.predict(flat, seed)
-    latents = set(self.target.names)
-    return {k: np.asarray(v).reshape(lead + tuple(v.shape[1:]))
-            for k, v in sims.items() if k not in latents}
+      raise ValueError("log_likelihood() needs the draws: sample with keep_draws=True.")
+    if self._log_likelihood is None:
+      lead = next(iter(self.draws.values())).shape[:2]
+      flat = {n: self.draws[n].reshape((-1,) + self.draws[n].shape[2:])
+              for n in self.target.names}
+      self._log_likelihood = {k: v.reshape(lead + v.shape[1:])
+                              for k, v in self.target.log_likelihood(flat).items()}
+    return self._log_likelihood
 
   # -- export -------------------------------------------------------------------
 
-  def to_arviz(self):
-    """An ``arviz.InferenceData`` with ``posterior`` and ``sample_stats`` groups
-    (needs the optional extra: ``pip install edward_lite[arviz]``)."""
-    try:
-      import arviz  # pylint: disable=g-import-not-at-top
-    except ImportError as e:
-      raise ImportError("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.") from e
+  def to_arviz(self, log_likelihood=True, posterior_predictive=True, prior=None, seed=0):
+    """An ``arviz.InferenceData`` with ``posterior`` (latents and
+    ``ed.Deterministic`` values), ``sample_stats``, ``log_likelihood``,
+    ``posterior_predictive`` and ``observed_data`` groups, and ``prior`` /
+    ``prior_predictive`` of ``prior`` draws when ``prior`` is an int, so
+    ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work.
+    Needs the optional extra: ``pip install 'edward_lite[arviz]'``."""
+    from edward_lite.inference_data import to_inference_data  # pylint: disable=g-import-not-at-top
     if self.draws is None:
       raise ValueError("to_arviz() needs the draws: sample with keep_draws=True.")
-    swap = lambda x: np.swapaxes(x, 0, 1)  # ArviZ wants [chain, draw, ...]
+    swap = lambda x: np.swapaxes(x, 0, 1)  # ArviZ wants [chain, draw, ...]  # pylint: disable=unnecessary-lambda-assignment
     names = {"accept_prob": "acceptance_rate", "n_grads": "n_steps", "energy": "energy",
              "diverging": "diverging", "tree_depth": "tree_depth", "log_prob": "lp"}
-    return arviz.from_dict(
-        posterior={k: swap(v) for k, v in self.draws.items()},
-        sample_stats={names[k]: swap(v) for k, v in self.sample_stats.items()})
+    return to_inference_data(
+        self.target, {k: swap(v) for k, v in self.draws.items()},
+        sample_stats={names[k]: swap(v) for k, v in self.sample_stats.items()},
+        log_likelihood=log_likelihood and {k: swap(v) for k, v in
+                                           self.log_likelihood().items()},
+        posterior_predictive=posterior_predictive, prior=prior, seed=seed)
 
   def __repr__(self):
     kept = (f"{self.num_draws // self.thin} draws kept" if self.keep_draws else
@@ -252,6 +268,17 @@ class MCMCResult:
     return (f"<ed.mcmc.MCMCResult {self.kernel.name} chains={self.chains} "
             f"warmup={self.warmup} draws={self.num_draws} ({kept}) "
             f"latents={list(self.target.names)}>")
+
+
+def _with_deterministic(target, draws):
+  """Latent draws ``[draws, chains, *shape]`` and the ``ed.Deterministic``
+  values computed from them."""
+  if not target.deterministic_names:
+    return draws
+  lead = next(iter(draws.values())).shape[:2]
+  flat = {n: v.reshape((-1,) + v.shape[2:]) for n, v in draws.items()}
+  values = target.deterministic(flat)
+  return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}
 
 
 def _inverse_metric(scale):

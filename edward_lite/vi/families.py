@@ -333,7 +333,9 @@ def get_family(family):
   """A family object from a name or an instance."""
   if isinstance(family, Family):
     return family
-  if isinstance(family, str) and family in FAMILIES:
-    return FAMILIES[family]()
+  if isinstance(family, str):
+    key = family.lower().replace("_", "").replace("-", "")  # "full_rank", "mean-field"
+    if key in FAMILIES:
+      return FAMILIES[key]()
   raise ValueError(f"Unknown variational family {family!r}; use one of {sorted(FAMILIES)}, "
                    "a family object (ed.vi.RealNVP(layers=8)) or a variational program.")

@@ -66,6 +66,8 @@ class VIResult:
   def _draw_batch(self, seed, weights):
     state, log_q = self._surrogate.draw(BATCH, seed)
     values = self._surrogate.constrained(self.target, state)
+    if self.target.deterministic_names:
+      values.update(tf.vectorized_map(lambda v: self.target._pointwise(v)[1], values))  # pylint: disable=protected-access
     if weights and self._full_log_prob is None:
       return values, self._surrogate.model_log_prob(self.target, state) - log_q, state
     return values, log_q, state
@@ -95,6 +97,7 @@ class VIResult:
   def log_prob(self, values):
     """Log density of the surrogate at constrained values (dict name ->
     ``[n, *shape]``), on the constrained space: NumPy ``[n]``."""
+    values = {n: values[n] for n in self.target.names}
     return self._surrogate.log_prob(self.target, values).numpy()
 
   # -- importance sampling ----------------------------------------------------------
@@ -181,7 +184,7 @@ class VIResult:
     sample = self._ensure_importance()
     weights = np.exp(sample.smoothed_log_weights)
     rows = []
-    for name in self.target.names:
+    for name in self.target.names + self.target.deterministic_names:
       x = sample.draws[name].astype(np.float64)
       q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=0)
       w_mean = np.tensordot(weights, x, axes=([0], [0]))
@@ -210,21 +213,33 @@ class VIResult:
         warnings.warn(note, RuntimeWarning, stacklevel=2)
     return table
 
-  def to_arviz(self, n=1000, resample=True, seed=None):
-    """An ``arviz.InferenceData`` with a ``posterior`` group of ``n`` draws
+  def posterior_predictive(self, *args, draws=1000, seed=None, **kwargs):
+    """Posterior predictive draws from ``draws`` surrogate draws, at the data
+    or at new program arguments: ``ed.predictive(program, self, *args,
+    draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``."""
+    from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
+    return predictive(self.target._program, self, *args, draws=draws,  # pylint: disable=protected-access
+                      seed=self._seed if seed is None else seed, **kwargs)
+
+  def to_arviz(self, n=1000, resample=True, seed=None, log_likelihood=True,
+               posterior_predictive=True, prior=None):
+    """An ``arviz.InferenceData`` whose ``posterior`` group holds ``n`` draws
     (one chain): importance-resampled (``resample=True``) or straight from
-    the surrogate; the latter also has ``sample_stats.log_weight`` (raw log
-    importance weights).  Needs ``pip install 'edward_lite[arviz]'``."""
-    try:
-      import arviz  # pylint: disable=g-import-not-at-top
-    except ImportError as e:
-      raise ImportError("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.") from e
+    the surrogate (then ``sample_stats.log_weight`` holds the raw log
+    importance weights); with ``log_likelihood``, ``posterior_predictive``,
+    ``observed_data`` and (``prior`` an int) ``prior`` groups as
+    ``MCMCResult.to_arviz``.  Needs ``pip install 'edward_lite[arviz]'``."""
+    from edward_lite.inference_data import to_inference_data  # pylint: disable=g-import-not-at-top
+    seed = self._seed if seed is None else seed
     if resample:
-      return arviz.from_dict(posterior={k: v[None] for k, v in
-                                        self.resample(n, seed=seed).items()})
-    sample = self.importance(n, seed)
-    return arviz.from_dict(posterior={k: v[None] for k, v in sample.draws.items()},
-                           sample_stats={"log_weight": sample.log_weights[None]})
+      draws, stats = self.resample(n, seed=seed), None
+    else:
+      sample = self.importance(n, seed)
+      draws, stats = sample.draws, {"log_weight": sample.log_weights[None]}
+    return to_inference_data(self.target, {k: v[None] for k, v in draws.items()},
+                             sample_stats=stats, log_likelihood=log_likelihood,
+                             posterior_predictive=posterior_predictive, prior=prior,
+                             seed=seed)
 
   def _describe(self):
     name = getattr(self.family, "name", None) or getattr(self.family, "__name__", "program")
