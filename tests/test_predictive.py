@@ -168,3 +168,21 @@ def test_predictive_errors_name_the_problem(fit):
   # Posterior predictive at the data: the fitted arguments are reused.
   at_data = fit.posterior_predictive(seed=3)
   assert set(at_data) == {"mu", "y"} and at_data["y"].shape == (1000, 4, 12)
+
+
+def test_model_comparison_example_prefers_the_true_model(tmp_path):
+  pytest.importorskip("arviz")
+  import importlib.util  # pylint: disable=g-import-not-at-top
+  import pathlib  # pylint: disable=g-import-not-at-top
+  path = pathlib.Path(__file__).parents[1] / "examples" / "model_comparison.py"
+  spec = importlib.util.spec_from_file_location("model_comparison", path)
+  example = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(example)
+  plot = tmp_path / "comparison.png"
+  comparison, loo = example.main(quick=True, plot=str(plot))
+  # The counts are negative binomial: LOO prefers that model by far more
+  # than the standard error of the difference.
+  assert list(comparison.index) == ["negative binomial", "poisson"]
+  assert comparison.loc["poisson", "elpd_diff"] > 2 * comparison.loc["poisson", "dse"]
+  assert loo["poisson"].p_loo > 2 * loo["negative binomial"].p_loo
+  assert plot.stat().st_size > 10_000
