@@ -252,3 +252,42 @@ def test_flat_prior_with_latent_bounds_and_no_prior_draws():
   assert np.all((values["x"] > 0) & (values["x"] < values["tau"]))
   with pytest.raises(NotImplementedError, match="improper flat prior"):
     target.sample_prior(3, seed=0)
+
+
+def ar1_newcomer(y):
+  """As a newcomer writes it: float64 NumPy data, a tf.scan, a Factor.
+
+  y_t | y_{t-1} ~ N(phi y_{t-1}, 1) for t >= 1, phi flat plus a Factor adding
+  a N(0, 1) log density: phi | y is N(S_xy / (1 + S_xx), 1 / (1 + S_xx)).
+  """
+  phi = ed.Flat(name="phi")
+  ed.Factor(tfd.Normal(0., 1.).log_prob(phi), name="phi_prior")
+  y = tf.convert_to_tensor(y, tf.float32)
+  means = tf.scan(lambda _, y_prev: phi * y_prev, y[:-1], initializer=tf.zeros([]))
+  return ed.Normal(means, 1., name="y")
+
+
+def test_newcomer_model_runs_end_to_end_with_loo():
+  az = pytest.importorskip("arviz")
+  rng = np.random.default_rng(4)
+  y = np.zeros(30)
+  for t in range(1, 30):
+    y[t] = 0.6 * y[t - 1] + rng.normal()
+  posterior = ed.mcmc.sample(ar1_newcomer, y, observed={"y": y[1:]}, chains=4, warmup=300,
+                             draws=1000, seed=2, init="uniform", progress=False)
+  lag, now = y[:-1], y[1:]
+  precision = 1. + lag @ lag
+  row = posterior.summary(print_table=False)["phi"]
+  assert abs(row["mean"] - lag @ now / precision) < 4 * row["mcse_mean"]
+  assert abs(row["sd"] / precision**-0.5 - 1.) < 0.1
+  # PSIS-LOO against exact leave-one-term-out: without term t, phi is
+  # N(m_t, v_t); the term's predictive is N(m_t y_{t-1}, 1 + v_t y_{t-1}^2).
+  loo = az.loo(posterior.to_arviz(), pointwise=True)
+  exact = []
+  for t in range(len(now)):
+    keep = np.arange(len(now)) != t
+    v = 1. / (1. + lag[keep] @ lag[keep])
+    m = v * (lag[keep] @ now[keep])
+    exact.append(-0.5 * np.log(2 * np.pi * (1. + v * lag[t]**2))
+                 - 0.5 * (now[t] - m * lag[t])**2 / (1. + v * lag[t]**2))
+  np.testing.assert_allclose(np.asarray(loo.loo_i), exact, atol=0.02)
