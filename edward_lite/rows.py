@@ -81,7 +81,9 @@ class RowData:
       raise ValueError(
           f"The program does not run on part of its data (with {self.what} every observed "
           f"variable and every argument with N={self.num_rows} rows is cut along its first "
-          f"axis): {e}") from e
+          f"axis): {e}. A program whose rows depend on each other (a time series, a loop "
+          "over the rows) cannot be cut: sample it with parallel='chains' or "
+          "'chain_groups', or without minibatches.") from e
     for name, info in target.latents.items():
       other = part.latents.get(name)
       if other is None or other.shape != info.shape:

@@ -375,3 +375,56 @@ def test_nuts_launch_script_runs_in_cpu_fallback():
       env=dict(os.environ, PYTHONPATH=ROOT))
   assert out.returncode == 0, out.stderr[-3000:]
   assert "2 replicas: wall" in out.stdout and "w[2]" in out.stdout
+
+
+# -- programs with loops -----------------------------------------------------------------
+
+
+def ar1_scan(y):
+  """y_t | y_{t-1} ~ N(phi y_{t-1}, 1) through a tf.scan; phi ~ N(0, 1)."""
+  phi = ed.Normal(tf.constant(0., F64), tf.constant(1., F64), name="phi")
+  means = tf.scan(lambda _, y_prev: phi * y_prev, y[:-1], initializer=tf.constant(0., F64))
+  return ed.Normal(means, tf.constant(1., F64), name="y")
+
+
+def test_loop_program_under_strategies(strategies):
+  rng = np.random.default_rng(4)
+  y = np.zeros(30)
+  for t in range(1, 30):
+    y[t] = 0.6 * y[t - 1] + rng.normal()
+  target = ed.make_target(ar1_scan, y, observed={"y": y[1:]})
+  assert target.has_loops
+  flat = tf.constant(rng.normal(size=(4, 1)))
+  lp0, g0 = target.value_and_gradient_flat(flat)
+  sharded = ed.distribute.ShardedTarget(target, strategies[2], "chains", model=ar1_scan)
+  lp, g = tf.function(sharded.value_and_gradient_flat)(flat)
+  np.testing.assert_allclose(lp, lp0, rtol=1e-12)
+  np.testing.assert_allclose(g, g0, rtol=1e-10)
+  # The posterior is N(S_xy / (1 + S_xx), 1 / (1 + S_xx)) on every layout.
+  lag, now = y[:-1], y[1:]
+  mean, sd = lag @ now / (1. + lag @ lag), (1. + lag @ lag) ** -0.5
+  for parallel in ("chains", "chain_groups"):
+    result = ed.mcmc.sample(ar1_scan, y, observed={"y": y[1:]}, chains=4, warmup=200,
+                            draws=300, seed=6, progress=False, strategy=strategies[2],
+                            parallel=parallel)
+    row = result.summary(print_table=False)["phi"]
+    assert abs(row["mean"] - mean) < 4 * row["mcse_mean"], parallel
+    assert abs(row["sd"] / sd - 1.) < 0.2, parallel
+  with pytest.raises(ValueError, match="cannot be cut: sample it with parallel='chains'"):
+    ed.mcmc.sample(ar1_scan, y, observed={"y": y[1:]}, chains=4, warmup=2, draws=2,
+                   progress=False, strategy=strategies[2], parallel="data")
+
+
+def test_loop_program_variational_fit_with_samples_across_replicas(strategies):
+  rng = np.random.default_rng(5)
+  y = np.zeros(30)
+  for t in range(1, 30):
+    y[t] = 0.6 * y[t - 1] + rng.normal()
+  lag, now = y[:-1], y[1:]
+  mean, sd = lag @ now / (1. + lag @ lag), (1. + lag @ lag) ** -0.5
+  # The posterior is Gaussian: mean-field ADVI is exact up to optimization noise.
+  fit = ed.vi.fit(ar1_scan, y, observed={"y": y[1:]}, steps=1500, samples=8, seed=2,
+                  learning_rate=0.02, progress=False, strategy=strategies[2], parallel="chains")
+  draws = fit.sample(4000, seed=1)["phi"]
+  assert abs(draws.mean() - mean) < 0.1 * sd
+  assert abs(draws.std() / sd - 1.) < 0.1
