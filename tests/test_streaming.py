@@ -2,7 +2,10 @@
 AR(1) chains with a known effective sample size, and the statistics of the
 same draws computed from the kept draws."""
 
+import os
+
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import edward_lite as ed
@@ -83,3 +86,21 @@ def test_sampler_without_draws_reports_ess_and_split_rhat():
   assert abs(ours["r_hat"] - reference["r_hat"]) < 0.01
   np.testing.assert_allclose(ours["mean"], reference["mean"], rtol=1e-5)
   assert np.isnan(ours["q5"]) and np.isnan(ours["ess_tail"])
+
+
+def _rss_bytes():
+  with open("/proc/self/statm") as f:
+    return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
+def test_host_memory_without_draws_does_not_grow_with_chunks():
+  # 10^5 chains: the per-chain totals of one chunk are 4 x 10^5 values (~1.6
+  # MB); held chunk by chunk, 300 chunks would add ~480 MB of resident memory.
+  rss = []
+  ed.mcmc.sample(normal_normal, observed={"y": np.float32([0.5, 1., -0.2, 0.3, 0.8])},
+                 chains=100_000, warmup=0, draws=600, chunk_size=2, seed=3, progress=False,
+                 kernel="rwmh", keep_draws=False, callback=lambda info: rss.append(_rss_bytes()))
+  assert len(rss) == 300
+  growth = rss[-1] - rss[30]
+  assert growth < 100e6, f"resident memory grew {growth / 1e6:.0f} MB over 270 chunks"

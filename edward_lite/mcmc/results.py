@@ -43,15 +43,12 @@ class MCMCResult:
     self.__dict__.update(fields)
 
   @classmethod
-  def build(cls, target, kernel, kept, state, chains, warmup, draws, thin, keep_draws,
-            timings):
+  def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
+            keep_draws, timings):
     cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
     stats = {k: cat(k) for k in ("accept_prob", "diverging", "n_grads", "tree_depth",
                                  "energy", "log_prob")}
     flat = cat("draws") if keep_draws else None
-    totals = {k: np.stack(kept["_" + k]) for k in ("n_grads", "diverging", "max_depth",
-                                                   "accept_prob")}
-    in_warmup = np.array(kept["_warmup"], bool)
     stream = streaming.stream_summary(state.stream)
     result = cls(
         target=target, kernel=kernel, chains=chains, warmup=warmup, num_draws=draws,
@@ -61,10 +58,10 @@ class MCMCResult:
         sample_stats={k: v for k, v in stats.items() if v is not None} if keep_draws else {},
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
         inverse_metric=_inverse_metric(state.scale.numpy()),
-        num_gradients=totals["n_grads"].sum(axis=0),
-        chain_accept=totals["accept_prob"][~in_warmup].sum(axis=0) / draws,
-        chain_divergent=totals["diverging"][~in_warmup].sum(axis=0) / draws,
-        warmup_divergences=totals["diverging"][in_warmup].sum(axis=0),
+        num_gradients=totals["warmup"]["n_grads"] + totals["sampling"]["n_grads"],
+        chain_accept=totals["sampling"]["accept_prob"] / draws,
+        chain_divergent=totals["sampling"]["diverging"] / draws,
+        warmup_divergences=totals["warmup"]["diverging"],
         mean=target.split_constrained(stream["chain_mean"]),
         variance=target.split_constrained(stream["variance"]),
         streamed={k: target.split_constrained(stream[k])
@@ -268,6 +265,19 @@ class MCMCResult:
     return (f"<ed.mcmc.MCMCResult {self.kernel.name} chains={self.chains} "
             f"warmup={self.warmup} draws={self.num_draws} ({kept}) "
             f"latents={list(self.target.names)}>")
+
+
+def fold_totals(totals, chunk, in_warmup):
+  """Adds one chunk's per-chain totals (dict name -> ``[chains]``) to the
+  run's, by phase: ``{"warmup": {...}, "sampling": {...}}`` (None: start).
+  Memory stays constant in the number of chunks."""
+  if totals is None:
+    totals = {phase: {k: np.zeros_like(v) for k, v in chunk.items()}
+              for phase in ("warmup", "sampling")}
+  phase = totals["warmup" if in_warmup else "sampling"]
+  for key, value in chunk.items():
+    phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
+  return totals
 
 
 def _with_deterministic(target, draws):

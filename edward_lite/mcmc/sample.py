@@ -30,7 +30,7 @@ from edward_lite.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.mcmc import adaptation, kernels, streaming
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import RWMH, get_kernel
-from edward_lite.mcmc.results import MCMCResult
+from edward_lite.mcmc.results import MCMCResult, fold_totals
 from edward_lite.target import make_target
 
 __all__ = ["sample"]
@@ -177,7 +177,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     state, step, host = resumed["state"], resumed["step"], resumed["host"]
     state = ChunkState(*tf.nest.pack_sequence_as(_state_template(program, chains, pooling, dense),
                                                  [tf.constant(x) for x in state]))
-    kept = {k: list(v) for k, v in host["kept"].items()}
+    kept = {k: list(v) for k, v in host["kept"].items() if not k.startswith("_")}
+    totals = None
+    for i, in_warmup in enumerate(host["kept"]["_warmup"]):
+      totals = fold_totals(totals, {k[1:]: v[i] for k, v in host["kept"].items()
+                                    if k.startswith("_") and k != "_warmup"}, bool(in_warmup))
   else:
     u0 = _initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
     h0 = step_size if step_size is not None else (
@@ -188,7 +192,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                                         pooling, dense,
                                         tf.constant(-(-draws // streaming.NUM_BATCHES)))
     step = 0
-    kept = collections.defaultdict(list)
+    kept, totals = collections.defaultdict(list), None
 
   adapt_step = not (isinstance(kernel, RWMH) and not kernel.adapt)
   bar = runtime.progress_bar(progress, total, step, "sampling")
@@ -219,11 +223,10 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       program.compiled = True
       timings["compile_s"] += elapsed  # includes this chunk's run time
     timings["warmup_s" if in_warmup else "sampling_s"] += elapsed
-    for key, value in out["kept"].items():
-      kept[key].append(value)
-    for key, value in out["totals"].items():
-      kept.setdefault("_" + key, []).append(value)
-    kept.setdefault("_warmup", []).append(np.asarray(in_warmup))
+    for key, value in out["kept"].items() if n_kept else ():
+      kept.setdefault(key, []).append(value)
+    # Per-chain totals are folded chunk by chunk: constant memory without draws.
+    totals = fold_totals(totals, out["totals"], in_warmup)
     step += n
     if in_warmup and step in window_ends:
       state = _end_window(state, pooling[1], dtype)
@@ -234,7 +237,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       bar.set_postfix(_postfix(out, state, n), refresh=False)
     if ckpt:
       ckpt.save(tf.nest.map_structure(lambda t: t.numpy(), tuple(tf.nest.flatten(state))),
-                step, {"kept": dict(kept)})
+                step, {"kept": {**{k: [v] for k, v in out["kept"].items()},
+                                **{"_" + k: [v] for k, v in out["totals"].items()},
+                                "_warmup": [np.asarray(in_warmup)]}})
     if callback is not None:
       callback(dict(step=step, total=total, warmup=in_warmup,
                     step_size=np.exp(state.dual_avg.log_step.numpy()).reshape(-1),
@@ -243,7 +248,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   if bar is not None:
     bar.close()
   base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
-  return MCMCResult.build(base_target, kernel, kept, state, chains=chains, warmup=warmup,
+  return MCMCResult.build(base_target, kernel, kept, totals, state, chains=chains, warmup=warmup,
                           draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)
 
 
