@@ -44,3 +44,25 @@ def test_main_job_prints_model_and_log_joint():
   expected = (normal(mu, 0., 5.) + np.log(2 / (np.pi * 5. * (1 + (tau / 5.) ** 2))) +
               normal(np.zeros(8), 0., 1.).sum() + normal(y, mu, sigma).sum())
   assert abs(printed - expected) < 1e-3
+
+
+def test_import_and_a_compiled_run_are_quiet():
+  # A new user's first session: no TensorFlow start-up or XLA log lines.
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE")}
+  code = ("import edward_lite as ed\n"
+          "def m():\n"
+          "  a = ed.Normal(0., 1., name='a')\n"
+          "  return ed.Normal(a, 1., name='y')\n"
+          "r = ed.mcmc.sample(m, observed={'y': 0.5}, chains=2, warmup=20, draws=20,\n"
+          "                   init='prior', progress=False)\n"
+          "print(r.draws['a'].shape)\n")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip() == "(20, 2)"
+  assert result.stderr == "", result.stderr[:2000]
+  # Asked for, TensorFlow's logs are still there.
+  loud = subprocess.run([sys.executable, "-c", "import edward_lite"], capture_output=True,
+                        text=True, timeout=300, env=dict(env, ED_VERBOSE="1"), cwd=ROOT)
+  assert "I0000" in loud.stderr or "oneDNN" in loud.stderr
