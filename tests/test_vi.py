@@ -459,3 +459,16 @@ def test_progress_bar_and_keras3_optimizer(monkeypatch):
   text = terminal.getvalue()
   assert "fitting" in text and "600/600" in text and "elbo=" in text, text[-300:]
   np.testing.assert_allclose(fit.sample(20000)["mu"].mean(), Y_NN.sum() / NN_PREC, atol=0.03)
+
+
+def test_sample_gives_fresh_draws_per_call_and_repeats_with_a_seed():
+  def normal():
+    return ed.Normal(0., 1., name="x")
+
+  fit = ed.vi.fit(normal, steps=50, seed=3, progress=False)
+  first, second = fit.sample(500)["x"], fit.sample(500)["x"]
+  assert not np.allclose(first, second)
+  np.testing.assert_array_equal(fit.sample(500, seed=7)["x"], fit.sample(500, seed=7)["x"])
+  again = ed.vi.fit(normal, steps=50, seed=3, progress=False)
+  np.testing.assert_array_equal(again.sample(500)["x"], first)  # reproducible sequence
+  np.testing.assert_array_equal(again.sample(500)["x"], second)

@@ -49,6 +49,7 @@ class VIResult:
     self.elbo, self.steps, self.samples = elbo, steps, samples
     self.converged, self.nonfinite, self.timings = converged, nonfinite, timings
     self._seed = seed
+    self._calls = 0  # unseeded sample() calls so far
     self._importance = None
     self._draw_fn = tf.function(self._draw_batch, jit_compile=True)
     # The model's full-data log density of a batch of surrogate draws (one
@@ -72,11 +73,14 @@ class VIResult:
       return values, self._surrogate.model_log_prob(self.target, state) - log_q, state
     return values, log_q, state
 
-  def _draw(self, n, seed, weights):
-    """``n`` draws (constrained dict) and their log weights (or log q)."""
+  def _draw(self, n, seed, weights, call=0):
+    """``n`` draws (constrained dict) and their log weights (or log q); the
+    ``call``-th unseeded call gets its own stream."""
     n = runtime.check_integer("n", n, 1)
     base = tf.constant(runtime.seed_pair(self._seed if seed is None else seed), tf.int32)
     stream = tf.random.experimental.stateless_fold_in(base, 0x51 if weights else 0x52)
+    if call:
+      stream = tf.random.experimental.stateless_fold_in(stream, call)
     parts, log_w = collections.defaultdict(list), []
     for b in range(-(-n // BATCH)):
       values, lw, state = self._draw_fn(tf.random.experimental.stateless_fold_in(stream, b),
@@ -91,8 +95,13 @@ class VIResult:
 
   def sample(self, n=1000, seed=None):
     """``n`` draws from the surrogate: dict name -> NumPy ``[n, *shape]``
-    (constrained)."""
-    return self._draw(n, seed, weights=False)[0]
+    (constrained).  Without ``seed`` every call gives fresh draws (the
+    sequence of calls is reproducible from the fit's seed); with one, the
+    same draws each time."""
+    call = 0
+    if seed is None:
+      call, self._calls = self._calls, self._calls + 1
+    return self._draw(n, seed, weights=False, call=call)[0]
 
   def log_prob(self, values):
     """Log density of the surrogate at constrained values (dict name ->
