@@ -21,7 +21,7 @@ Measures, per implementation and model, for ``--chains`` chains x
 * agreement of posterior means: between every pair of implementations,
   ``z = |m_a - m_b| / sqrt(mcse_a^2 + mcse_b^2)`` (max over parameters, flagged
   above ``--z-max``), and for eight schools against the long Stan reference
-  ``../shared/refs/eight_schools.json`` (beside the checkout).
+  ``tests/refs/eight_schools.json`` (a long Stan run).
 
 Implementations (``--impls``):
 
@@ -129,8 +129,8 @@ except ImportError:  # pragma: no cover
 
 tfd = tfp.distributions
 
-REF_EIGHT_SCHOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                 "shared", "refs", "eight_schools.json")
+REF_EIGHT_SCHOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                 "refs", "eight_schools.json")
 TARGET_ACCEPT = 0.8
 
 # -- compile-time accounting for JAX ------------------------------------------------------
