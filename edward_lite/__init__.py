@@ -21,6 +21,7 @@ quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 from edward_lite import diagnostics, distribute, distributions, mcmc, psis, vi
 from edward_lite.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.distributions import as_random_variable, make_random_variable
+from edward_lite.persistence import load
 from edward_lite.predictions import predictive, prior_predictive
 from edward_lite.programs import condition, do, make_log_joint_fn, make_value_setter
 from edward_lite.random_variable import RandomVariable

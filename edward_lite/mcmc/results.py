@@ -259,6 +259,12 @@ class MCMCResult:
                                            self.log_likelihood().items()},
         posterior_predictive=posterior_predictive, prior=prior, seed=seed)
 
+  def save(self, path):
+    """Writes the result to ``path`` (one ``.npz``: arrays and a JSON header,
+    no pickle); ``ed.load(path)`` reads it back.  Returns the path."""
+    from edward_lite import persistence  # pylint: disable=g-import-not-at-top
+    return persistence.save(self, path)
+
   def __repr__(self):
     kept = (f"{self.num_draws // self.thin} draws kept" if self.keep_draws else
             "moments only")
