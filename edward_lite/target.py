@@ -348,7 +348,7 @@ class Target:
 
   # -- one run of the program -----------------------------------------------
 
-  def _run(self, values, inverse=False, jacobian=True, named_terms=None):
+  def _run(self, values, inverse=False, jacobian=True, named_terms=None, record=None):
     """Runs the program once for one (unbatched) state.
 
     Args:
@@ -357,6 +357,8 @@ class Target:
       jacobian: add ``log|det dx/du|`` of the constraining bijectors.
       named_terms: optional dict filled with each random variable's
         log-probability term (and each latent's ``"<name> (Jacobian)"``).
+      record: optional dict filled with each random variable of the run
+        (its distribution and value), by name.
 
     Returns:
       (log_prob scalar, constrained dict, unconstrained dict).  Observed
@@ -383,6 +385,8 @@ class Target:
                                          named_terms, constrained, unconstrained,
                                          self._prior_scale))
       rv = fn(*args, **kwargs)
+      if record is not None:
+        record[name] = rv
       if name in self._deterministic:
         return rv
       term = tf.reduce_sum(log_prob_term(rv.distribution, rv.value))

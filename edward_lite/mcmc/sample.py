@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import distribute, runtime
+from edward_lite import distribute, nonfinite, runtime
 from edward_lite.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.mcmc import adaptation, kernels, streaming
 from edward_lite.mcmc.groups import ChainGroups
@@ -659,10 +659,14 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
         break
   if not bad.any():
     return u
+  # Which term is not finite, and why (shared with ed.vi.fit's diagnosis).
+  reason = nonfinite.explain(getattr(target, "base", target), u[bad], "initial points")
+  tried = "at the given init values" if max_tries == 1 and not isinstance(init, str) else (
+      f"after {max_tries} tries")
   raise ValueError(
-      f"{int(bad.sum())} of {chains} chains have a non-finite initial log density after "
-      f"{max_tries} tries; check the model's support and data, or pass "
-      "init= values inside the support.")
+      f"{int(bad.sum())} of {chains} chains have a non-finite initial log density {tried}"
+      + (f": {reason[0].lower()}{reason[1:]}" if reason else ".")
+      + " Check the model's support and data, or pass init= values inside the support.")
 
 
 # -- host side -------------------------------------------------------------------

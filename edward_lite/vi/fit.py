@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from edward_lite import distribute, runtime
+from edward_lite import distribute, nonfinite, runtime
 from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer, closes_checkpoints
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
@@ -162,6 +162,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   warm_start = runtime.check_integer("warm_start", warm_start, 0)
   optimizer = _optimizer(optimizer, learning_rate,
                          0.01 if program else fam.default_learning_rate, steps)
+  init_loc = None if program else _initial_loc(target, init, init_radius, seed_t)
+  _check_finite_start(target, init_loc, init_radius, seed_t)
 
   ckpt, resumed = None, None
   if checkpoint_dir:
@@ -177,7 +179,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   if program:
     surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
   else:
-    loc, scale = _initial_loc(target, init, init_radius, seed_t), None
+    loc, scale = init_loc, None
     if warm_start and not isinstance(fam, families.MeanField) and resumed is None:
       warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
                  seed=seed, batch_size=batch_size, dataset=dataset,
@@ -453,12 +455,9 @@ def _diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_comp
       return (f"the draws of latent '{name}' are not finite ({bad} of {samples} draws); "
               "the surrogate's scale may have blown up.")
   flat = target.flatten(target.unconstrain(values))
-  terms = step_target.log_prob_terms_flat(flat)
-  for name, term in terms.items():
-    bad = int(np.sum(~np.isfinite(term.numpy())))
-    if bad:
-      return (f"the log-density term of '{name}' is not finite at {bad} of {samples} draws "
-              "(values outside its support, or overflow).")
+  reason = nonfinite.explain(step_target, flat, "draws")  # names the term and the cause
+  if reason:
+    return reason
   bad = int(np.sum(~np.isfinite(log_q.numpy())))
   if bad:
     return f"the surrogate's log density is not finite at {bad} of {samples} draws."
@@ -480,6 +479,38 @@ def _diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_comp
 
 
 # -- inputs ---------------------------------------------------------------------
+
+START_POINTS = 128  # uniform points tried when the initial location's density is not finite
+
+
+def _check_finite_start(target, loc, radius, seed):
+  """Raises ``ValueError`` naming the non-finite term and its likely cause when
+  the log density is finite neither at the initial location ``loc`` ``[D]``
+  (None for a variational program) nor at any of ``START_POINTS`` points
+  uniform on ``[-radius, radius]`` (unconstrained): every step would be
+  skipped.  One eager run of the program normally; before compiled work."""
+  points = []
+  if loc is not None:
+    point = np.asarray(loc, target.dtype.as_numpy_dtype)[None]
+    if np.all(np.isfinite(point)) and np.isfinite(
+        float(tf.add_n(list(nonfinite.terms_at(target, point[0]).values())))):
+      return
+    points.append(point)
+  radius = radius if np.isfinite(radius) and radius > 0 else 2.
+  draws = tf.random.stateless_uniform(
+      [START_POINTS, target.dim], tf.random.experimental.stateless_fold_in(seed, 11),
+      -radius, radius, dtype=target.dtype)
+  if np.isfinite(target.log_prob_flat(draws).numpy()).any():
+    return
+  points.append(draws.numpy())
+  points = np.concatenate(points)
+  reason = nonfinite.explain(target, points, "starting points")
+  where = "the initial location nor at " if loc is not None else ""
+  raise ValueError(
+      f"The log density is finite neither at {where}any of {START_POINTS} points drawn "
+      f"uniformly in [-{radius:g}, {radius:g}] on the unconstrained space, so every step "
+      f"would be skipped" + (f": {reason}" if reason else ".") +
+      " Check the model's support and data, or pass init= values inside the support.")
 
 
 def _initial_loc(target, init, radius, seed):
