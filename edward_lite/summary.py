@@ -1,8 +1,12 @@
-"""A posterior summary table shared by the MCMC and VI results."""
+"""A posterior summary table shared by the MCMC and VI results, and the
+selection arguments of ``summary()`` (after ArviZ's ``az.summary``)."""
+
+import re
+import sys
 
 import numpy as np
 
-__all__ = ["Summary", "COLUMNS"]
+__all__ = ["Summary", "COLUMNS", "select_names", "hdi", "interactive"]
 
 COLUMNS = ("mean", "sd", "mcse_mean", "q5", "q50", "q95", "ess_bulk", "ess_tail", "r_hat")
 
@@ -14,9 +18,23 @@ class Summary:
   a row's dict; ``str(summary)`` is the printed table, followed by warnings.
   """
 
-  def __init__(self, rows, notes, columns=COLUMNS):
+  def __init__(self, rows, notes, columns=COLUMNS, round_to=None):
+    if round_to is not None:
+      rows = [(label, {c: round(v, round_to) for c, v in row.items()}) for label, row in rows]
     self.rows, self.notes, self.columns = rows, notes, tuple(columns)
     self._index = dict(rows)
+
+  def to_dataframe(self):
+    """The table as a ``pandas.DataFrame`` indexed by row label (the notes
+    are in ``df.attrs["notes"]``)."""
+    try:
+      import pandas as pd  # pylint: disable=g-import-not-at-top
+    except ImportError as e:
+      raise ImportError("to_dataframe() needs pandas: pip install pandas.") from e
+    frame = pd.DataFrame([row for _, row in self.rows], index=[l for l, _ in self.rows],
+                         columns=list(self.columns))
+    frame.attrs["notes"] = list(self.notes)
+    return frame
 
   def __getitem__(self, label):
     return self._index[label]
@@ -50,3 +68,54 @@ class Summary:
     return "\n".join(lines + [f"WARNING: {n}" for n in self.notes])
 
   __repr__ = __str__
+
+
+def select_names(names, var_names=None, filter_vars=None):
+  """The variable names a ``summary(var_names=..., filter_vars=...)`` keeps.
+
+  Args:
+    names: all variable names, in order.
+    var_names: None (all), a name or a list; a leading ``~`` excludes.
+    filter_vars: None (exact names), ``"like"`` (substring) or ``"regex"``.
+  """
+  if var_names is None:
+    return tuple(names)
+  if isinstance(var_names, str):
+    var_names = [var_names]
+  if filter_vars not in (None, "like", "regex"):
+    raise ValueError(f"filter_vars must be None, 'like' or 'regex'; got {filter_vars!r}.")
+  match = {None: lambda p, n: p == n, "like": lambda p, n: p in n,
+           "regex": lambda p, n: re.search(p, n) is not None}[filter_vars]
+  include = [v for v in var_names if not v.startswith("~")]
+  exclude = [v[1:] for v in var_names if v.startswith("~")]
+  for pattern in include + exclude:
+    if not any(match(pattern, n) for n in names):
+      raise ValueError(f"var_names: {pattern!r} matches no variable; the variables are "
+                       f"{list(names)}.")
+  kept = [n for n in names if not include or any(match(p, n) for p in include)]
+  return tuple(n for n in kept if not any(match(p, n) for p in exclude))
+
+
+def hdi(x, prob):
+  """Highest-density interval of draws ``x[S, ...]`` along axis 0: the
+  shortest interval holding ``ceil(prob S)`` of the sorted draws.  Returns
+  ``(low, high)``, each ``[...]``."""
+  if not 0. < prob < 1.:
+    raise ValueError(f"hdi_prob must be in (0, 1); got {prob!r}.")
+  x = np.sort(x, axis=0)
+  n = x.shape[0]
+  width = min(int(np.ceil(prob * n)), n - 1)
+  gaps = x[width:] - x[:n - width]
+  start = np.argmin(gaps, axis=0)
+  low = np.take_along_axis(x, start[None], axis=0)[0]
+  high = np.take_along_axis(x, (start + width)[None], axis=0)[0]
+  return low, high
+
+
+def interactive():
+  """Whether Python runs interactively (a REPL or IPython), where a returned
+  table is shown by its repr and printing it too would show it twice."""
+  if hasattr(sys, "ps1") or sys.flags.interactive:
+    return True
+  shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+  return shell is not None

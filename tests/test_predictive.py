@@ -186,3 +186,39 @@ def test_model_comparison_example_prefers_the_true_model(tmp_path):
   assert comparison.loc["poisson", "elpd_diff"] > 2 * comparison.loc["poisson", "dse"]
   assert loo["poisson"].p_loo > 2 * loo["negative binomial"].p_loo
   assert plot.stat().st_size > 10_000
+
+
+def test_summary_selects_variables_adds_hdi_and_rounds(fit):
+  table = fit.summary(var_names=["a", "mu"], print_table=False)
+  assert [label for label, _ in table] == ["a"] + [f"mu[{i}]" for i in range(12)]
+  assert [l for l, _ in fit.summary(var_names="~mu", print_table=False)] == ["a", "b"]
+  like = fit.summary(var_names=["m"], filter_vars="like", print_table=False)
+  assert len(like) == 12
+  regex = fit.summary(var_names=[r"^[ab]$"], filter_vars="regex", print_table=False)
+  assert [l for l, _ in regex] == ["a", "b"]
+  with pytest.raises(ValueError, match="'c' matches no variable; the variables are"):
+    fit.summary(var_names=["c"], print_table=False)
+  # The 90% HDI of a, computed by brute force over all windows of the sorted draws.
+  rounded = fit.summary(var_names="a", hdi_prob=0.9, round_to=2, print_table=False)["a"]
+  x = np.sort(fit.draws["a"].ravel())
+  width = int(np.ceil(0.9 * x.size))
+  start = np.argmin(x[width:] - x[:x.size - width])
+  assert rounded["hdi_low"] == round(float(x[start]), 2)
+  assert rounded["hdi_high"] == round(float(x[start + width]), 2)
+  assert rounded["mean"] == round(float(fit.draws["a"].mean()), 2)
+  frame = fit.summary(var_names="b", print_table=False).to_dataframe()
+  assert list(frame.index) == ["b"] and frame.loc["b", "r_hat"] < 1.01
+
+
+def test_summary_in_an_interactive_session_shows_once(fit, monkeypatch, capsys):
+  import warnings  # pylint: disable=g-import-not-at-top
+  from edward_lite.mcmc import results  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(results, "interactive", lambda: True)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    table = fit.summary()
+  assert capsys.readouterr().out == ""  # the REPL shows the returned table itself
+  assert repr(table).splitlines()[1].startswith("a ")
+  monkeypatch.setattr(results, "interactive", lambda: False)
+  fit.summary()
+  assert capsys.readouterr().out.splitlines()[1].startswith("a ")  # a script prints it

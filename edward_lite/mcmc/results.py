@@ -6,7 +6,7 @@ import numpy as np
 
 from edward_lite import diagnostics
 from edward_lite.mcmc import streaming
-from edward_lite.summary import COLUMNS, Summary
+from edward_lite.summary import COLUMNS, Summary, hdi, interactive, select_names
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -86,27 +86,52 @@ class MCMCResult:
       return None
     return np.asarray(diagnostics.ebfmi(self.sample_stats["energy"]))
 
-  def summary(self, print_table=True):
+  def summary(self, var_names=None, filter_vars=None, hdi_prob=None, round_to=None,
+              print_table=None):
     """Posterior summary per scalar: mean, sd, mcse of the mean, 5/50/95%
     quantiles, bulk and tail ESS, rank-normalized split R-hat (Vehtari et al.
     2021).  Without kept draws, from the streaming statistics: mean, sd,
     split R-hat (not rank-normalized), and the batch-means ESS and MCSE of
     the mean in the ess_bulk and mcse_mean columns; no quantiles or tail
-    ESS.  Prints the table with its warnings (or, with
-    ``print_table=False``, issues them as ``RuntimeWarning``) and returns it."""
-    rows, notes = [], []
+    ESS.
+
+    Args:
+      var_names, filter_vars: the variables shown, as ArviZ's: a name or a
+        list (``"~name"`` excludes), matched exactly, ``"like"`` (substring)
+        or by ``"regex"``.  The warnings always cover every variable.
+      hdi_prob: adds ``hdi_low`` / ``hdi_high`` columns, the highest-density
+        interval of this probability (needs kept draws).
+      round_to: decimals of every value.
+      print_table: print the table and its warnings (default: yes, except in
+        an interactive session, where the returned table shows itself); with
+        False the warnings are issued as ``RuntimeWarning``.
+
+    Returns:
+      A ``Summary`` (``summary["mu"]`` is a row's dict;
+      ``.to_dataframe()`` gives a ``pandas.DataFrame``).
+    """
+    rows, shown = [], []
     names = self.target.names + (self.target.deterministic_names if self.draws else ())
+    keep = set(select_names(names, var_names, filter_vars))
+    columns = COLUMNS + (("hdi_low", "hdi_high") if hdi_prob is not None else ())
     for name in names:
       stats = self._stats(name)
-      shape = stats["mean"].shape
-      for index in np.ndindex(*shape):
+      if hdi_prob is not None:
+        if self.draws is None:
+          raise ValueError("hdi_prob needs the draws: sample with keep_draws=True.")
+        x = self.draws[name]
+        stats["hdi_low"], stats["hdi_high"] = hdi(x.reshape((-1,) + x.shape[2:]), hdi_prob)
+      for index in np.ndindex(*stats["mean"].shape):
         label = name + (f"[{','.join(map(str, index))}]" if index else "")
-        rows.append((label, {c: float(stats[c][index]) for c in COLUMNS}))
-    notes.extend(self._warnings(rows))
-    table = Summary(rows, notes)
-    if print_table:
+        row = (label, {c: float(stats[c][index]) for c in columns})
+        rows.append(row)
+        if name in keep:
+          shown.append(row)
+    notes = self._warnings(rows)
+    table = Summary(shown, notes, columns=columns, round_to=round_to)
+    if print_table or (print_table is None and not interactive()):
       print(table)  # warnings included
-    else:
+    elif print_table is False:  # (interactive: the returned table shows them)
       for note in notes:
         warnings.warn(note, RuntimeWarning, stacklevel=2)
     return table

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite import psis, runtime
-from edward_lite.summary import Summary
+from edward_lite.summary import Summary, interactive, select_names
 
 __all__ = ["VIResult", "ImportanceSample"]
 
@@ -186,14 +186,16 @@ class VIResult:
 
   # -- summary and export -------------------------------------------------------------
 
-  def summary(self, print_table=True):
+  def summary(self, var_names=None, filter_vars=None, round_to=None, print_table=None):
     """Per scalar: mean, sd and 5/50/95% quantiles of the surrogate, and the
     PSIS-weighted posterior mean and sd; notes on k-hat, skipped steps and
-    convergence.  Prints (or warns) and returns a ``Summary``."""
+    convergence.  ``var_names``, ``filter_vars``, ``round_to`` and
+    ``print_table`` as ``MCMCResult.summary``.  Returns a ``Summary``."""
     sample = self._ensure_importance()
     weights = np.exp(sample.smoothed_log_weights)
     rows = []
-    for name in self.target.names + self.target.deterministic_names:
+    for name in select_names(self.target.names + self.target.deterministic_names, var_names,
+                             filter_vars):
       x = sample.draws[name].astype(np.float64)
       q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=0)
       w_mean = np.tensordot(weights, x, axes=([0], [0]))
@@ -211,13 +213,13 @@ class VIResult:
       notes.append(f"{self.nonfinite['skipped']} steps were skipped for a non-finite ELBO "
                    f"(first at step {self.nonfinite['first_step']}: "
                    f"{self.nonfinite['reason']})")
-    table = Summary(rows, notes, columns=VI_COLUMNS)
-    if print_table:
+    table = Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to)
+    if print_table or (print_table is None and not interactive()):
       print(f"{self._describe()}; Pareto k-hat {sample.k_hat:.2f} "
             f"(threshold {psis.khat_threshold(s):.2f}), importance ESS {sample.ess:.0f} "
             f"of {s}")
       print(table)
-    else:
+    elif print_table is False:  # (interactive: the returned table shows them)
       for note in notes:
         warnings.warn(note, RuntimeWarning, stacklevel=2)
     return table
