@@ -6,7 +6,6 @@
   *content*, for caches of compiled functions and for checkpoints that must
   refuse another model or other data;
 * ``check_model_kwargs`` tells a misspelt setting from a model keyword;
-* ``progress_bar`` is a tqdm bar on a terminal, None elsewhere.
 """
 
 import builtins
@@ -32,7 +31,7 @@ import tensorflow as tf
 
 from edward_lite import tracing
 
-__all__ = ["seed_pair", "fingerprint", "Fingerprint", "check_model_kwargs", "progress_bar",
+__all__ = ["seed_pair", "fingerprint", "Fingerprint", "check_model_kwargs",
            "check_integer"]
 
 
@@ -545,18 +544,6 @@ def check_model_kwargs(model, kwargs, settings, where):
 
 
 # -- progress and checks ----------------------------------------------------------
-
-
-def progress_bar(progress, total, initial, desc):
-  """A tqdm bar when ``progress`` is on, tqdm is installed and stderr is a
-  terminal; otherwise None."""
-  if not progress or not sys.stderr.isatty():
-    return None
-  try:
-    import tqdm  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return None
-  return tqdm.tqdm(total=total, initial=initial, unit="it", desc=desc, leave=True)
 
 
 def check_integer(name, value, low):

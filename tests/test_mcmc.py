@@ -7,6 +7,7 @@ sampler gets no free pass: its ESS floor is asserted too).
 """
 
 import json
+import re
 import os
 import pathlib
 
@@ -400,3 +401,26 @@ def test_dense_metric_learns_the_covariance(tmp_path):
     ed.mcmc.sample(very_correlated, adapt_metric="dense", pooled=False, **kwargs)
   with pytest.raises(ValueError, match="adapt_metric must be"):
     ed.mcmc.sample(very_correlated, adapt_metric="full", **kwargs)
+
+
+def test_progress_lines_off_a_terminal(monkeypatch):
+  import io  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  log = io.StringIO()  # a batch job's log: not a terminal
+  monkeypatch.setattr(sys, "stderr", log)
+  ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100, draws=100,
+                 seed=15, chunk_size=20)
+  lines = log.getvalue().splitlines()
+  assert lines[0] == "sampling: compiling (first call)"
+  assert re.fullmatch(r"sampling: first chunk done in \d+\.\d s \(compile included\)",
+                      lines[1])
+  # Then a line each time a new tenth of the 200 iterations is reached.
+  pattern = r"sampling: (\d+)% \((\d+)/200\), \d+ it/s, phase (warmup|sampling), step_size .*"
+  done = [int(re.fullmatch(pattern, line).group(2)) for line in lines[2:]]
+  tenths = [10 * d // 200 for d in done]
+  assert tenths == sorted(set(tenths)) and 5 <= len(done) <= 10, lines
+  assert done[-1] == 200 and "phase sampling" in lines[-1] and "phase warmup" in lines[2]
+  log.truncate(0)
+  ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=10, draws=10,
+                 seed=15, progress=False)
+  assert log.getvalue() == ""

@@ -31,6 +31,7 @@ from edward_lite.mcmc import adaptation, kernels, streaming
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import RWMH, get_kernel
 from edward_lite.mcmc.results import MCMCResult, fold_totals
+from edward_lite.progress_report import make_progress
 from edward_lite.target import make_target
 
 __all__ = ["sample"]
@@ -100,8 +101,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       chunk holds ``chunk_size`` kept draws.  NUTS with 32 chains or more
       samples in rounds that end with the chunk, so its draws depend on
       ``chunk_size`` as well as ``seed``.
-    progress: show a tqdm progress bar (when tqdm is installed and stderr
-      is a terminal).
+    progress: report progress (``edward_lite.progress_report``): a tqdm
+      bar on a terminal, else plain lines (compiling, then every 10%); False
+      is silent.
     checkpoint_dir: directory for checkpoints; an interrupted run resumes
       from it when called again with the same arguments.
     max_init_tries: redraws of chains whose initial log density is not finite.
@@ -195,7 +197,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept, totals = collections.defaultdict(list), None
 
   adapt_step = not (isinstance(kernel, RWMH) and not kernel.adapt)
-  bar = runtime.progress_bar(progress, total, step, "sampling")
+  bar = make_progress(progress, total, step, "sampling")
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   while step < total:
     in_warmup = step < warmup
@@ -233,8 +235,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     if step == warmup:
       state = state._replace(kernel_adapt=kernel.finalize_adaptation(state.kernel_adapt))
     if bar is not None:
+      bar.set_postfix({"phase": "warmup" if in_warmup else "sampling",
+                       **_postfix(out, state, n)}, refresh=False)
       bar.update(n)
-      bar.set_postfix(_postfix(out, state, n), refresh=False)
     if ckpt:
       ckpt.save(tf.nest.map_structure(lambda t: t.numpy(), tuple(tf.nest.flatten(state))),
                 step, {"kept": {**{k: [v] for k, v in out["kept"].items()},

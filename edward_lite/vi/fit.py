@@ -29,6 +29,7 @@ import tf_keras
 
 from edward_lite import distribute, nonfinite, runtime
 from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer, closes_checkpoints
+from edward_lite.progress_report import make_progress
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families
@@ -97,7 +98,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       (or data) where the non-finite value appears, found by recomputing
       that step on its draws and its minibatch.
     chunk_size: steps per compiled call between host updates (default 100).
-    progress: tqdm progress bar showing the ELBO (on a terminal).
+    progress: report progress with the ELBO, as ``ed.mcmc.sample``'s.
     checkpoint_dir: directory for checkpoints of the trainable state; an
       interrupted fit resumes from it when called again with the same
       arguments.  With ``dataset`` the resumed fit reads the dataset again
@@ -213,7 +214,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
           train_step, batches, seed_t, start, n, stop_on_bad, chunk,
           surrogate.variables[0].dtype),
       jit_compile=jit_compile and compiled)
-  bar = runtime.progress_bar(progress, steps, step, "fitting")
+  bar = make_progress(progress, steps, step, "fitting")
   timings = dict(compile_s=0., train_s=0.)
   first_chunk, start_step = None, step
   converged, previous = False, None
@@ -246,9 +247,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     elbo_chunks.append(elbo)
     step += done
     if bar is not None:
-      bar.update(done)
       bar.set_postfix(elbo=f"{np.nanmean(elbo):.4g}" if done else "nan", skipped=skipped,
                       refresh=False)
+      bar.update(done)
     if ckpt and done:
       ckpt.save([v.numpy() for v in state_vars], step, {"kept": {
           "elbo": elbo_chunks, "skipped": [np.asarray(bad_count)],
