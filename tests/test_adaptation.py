@@ -1,0 +1,73 @@
+"""Warmup adaptation pieces against hand computations and Stan's schedule."""
+
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from edward_lite.mcmc import adaptation
+
+
+def test_dual_averaging_matches_hand_computed_steps():
+  # Hoffman & Gelman (2014), Algorithm 5, in plain Python floats.
+  eps0, delta, accepts = 0.5, 0.8, [0.3, 0.95, 0.6, 1.0, 0.85]
+  mu, h_bar, x_bar, expected = math.log(10 * eps0), 0., math.log(eps0), []
+  for t, a in enumerate(accepts, start=1):
+    h_bar = (1 - 1 / (t + 10)) * h_bar + (delta - a) / (t + 10)
+    x = mu - math.sqrt(t) / 0.05 * h_bar
+    x_bar = t ** -0.75 * x + (1 - t ** -0.75) * x_bar
+    expected.append((x, x_bar))
+  state = adaptation.dual_averaging_init(tf.constant([eps0], tf.float64))
+  for (x, x_bar), a in zip(expected, accepts):
+    state = adaptation.dual_averaging_update(state, tf.constant([a], tf.float64), delta)
+    np.testing.assert_allclose(state.log_step.numpy(), [x], rtol=1e-12)
+    np.testing.assert_allclose(state.log_step_bar.numpy(), [x_bar], rtol=1e-12)
+
+
+def test_dual_averaging_finds_the_step_size_of_the_target_acceptance():
+  # Acceptance exp(-eps) per chain: the fixed point is eps* = -log(delta).
+  state = adaptation.dual_averaging_init(tf.constant([0.01, 1., 5.], tf.float64))
+  for _ in range(3000):
+    state = adaptation.dual_averaging_update(state, tf.exp(-tf.exp(state.log_step)), 0.8)
+  np.testing.assert_allclose(np.exp(state.log_step_bar.numpy()), -np.log(0.8), rtol=0.02)
+  # A non-finite acceptance counts as zero: the step size shrinks.
+  after = adaptation.dual_averaging_update(state, tf.constant([np.nan] * 3, tf.float64), 0.8)
+  assert np.all(after.log_step.numpy() < state.log_step.numpy())
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_welford_matches_numpy(dense):
+  x = np.random.default_rng(0).normal(size=(40, 3, 4)) * [1., 2., 3., 0.5]  # [n, C, D]
+  state = adaptation.welford_init([3, 4], tf.float64, dense=dense)
+  for draw in x:
+    state = adaptation.welford_update(state, tf.constant(draw))
+  n, total = 40, 120
+  shrink = lambda v, m: m / (m + 5.) * v + 1e-3 * 5. / (m + 5.)  # pylint: disable=unnecessary-lambda-assignment
+  if dense:
+    cov = np.cov(x.reshape(-1, 4), rowvar=False)
+    np.testing.assert_allclose(adaptation.welford_covariance(state).numpy(),
+                               total / (total + 5.) * cov + 1e-3 * 5. / (total + 5.) * np.eye(4),
+                               rtol=1e-10)
+    return
+  np.testing.assert_allclose(adaptation.welford_variance(state, pooled=False).numpy(),
+                             shrink(x.var(axis=0, ddof=1), n), rtol=1e-10)
+  np.testing.assert_allclose(adaptation.welford_variance(state, pooled=True).numpy()[0],
+                             shrink(x.reshape(-1, 4).var(axis=0, ddof=1), total), rtol=1e-10)
+  np.testing.assert_allclose(
+      adaptation.welford_variance(state, pooled=False, regularize=False).numpy(),
+      x.var(axis=0, ddof=1), rtol=1e-10)
+
+
+@pytest.mark.parametrize("warmup, windows", [
+    # Stan's defaults (init_buffer 75, window 25, term_buffer 50): slow
+    # windows end at 100, 150, 250, 450 and 950 for 1000 warmup iterations.
+    (1000, [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]),
+    (500, [(75, 100), (100, 150), (150, 250), (250, 450)]),
+    (150, [(75, 100)]),
+    # Too short for the defaults: 15% / 75% / 10%, as Stan prints it.
+    (100, [(15, 90)]),
+    (19, []),
+])
+def test_warmup_windows_follow_stan(warmup, windows):
+  assert adaptation.warmup_windows(warmup) == windows
