@@ -1,0 +1,127 @@
+"""The robustness battery (issue 17): standard models at 4, 8 and 64 chains
+and three seeds with the sampler's defaults, against reference posteriors
+computed another way.
+
+The models, their data and their references are in
+``tests/battery_models.py`` (shared with ``tests/test_battery.py``, the
+bounded CI part).  Every run is ``ed.mcmc.sample`` with its defaults (NUTS,
+1000 warmup + 1000 draws, per-chain adaptation), except where a model's
+Stan reference needs ``adapt_delta > 0.8`` (printed as its note).  A run
+passes when no chain is stuck (``stuck_chains()`` empty), the largest R-hat
+over every latent is below 1.01, and every checked posterior mean and sd is
+within 4 Monte Carlo standard errors of the reference.
+
+Per run it prints: stuck chains, max R-hat, max |z| of the means and of the
+sds against the reference, the range of sd / reference sd, divergences
+after warmup and wall seconds (compile included in the first seed of each
+chain count); then a pass/fail table per model and chain count, and the
+checked quantities of every failed run.
+
+    cd /work/main && .venv/bin/python benchmarks/robustness_battery.py      # ~1.5 h on 2 cores
+    .venv/bin/python benchmarks/robustness_battery.py --models linreg gp --chains 8 --seeds 0
+    .venv/bin/python benchmarks/robustness_battery.py --list
+"""
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+
+import numpy as np  # noqa: E402
+
+import battery_models as bm  # noqa: E402
+
+DEFAULT_MODELS = [name for name in bm.MODELS]
+
+
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--models", nargs="+", default=DEFAULT_MODELS, choices=list(bm.MODELS),
+                      metavar="MODEL")
+  parser.add_argument("--chains", nargs="+", type=int, default=[4, 8, 64])
+  parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+  parser.add_argument("--warmup", type=int, default=1000)
+  parser.add_argument("--draws", type=int, default=1000)
+  parser.add_argument("--list", action="store_true", help="list the models and exit")
+  return parser.parse_args(argv)
+
+
+def fmt_stuck(stuck):
+  if not stuck:
+    return "-"
+  return "; ".join(f"{c}:{kind}" for c, kind, _ in stuck)
+
+
+HEADER = (f"{'model':18s} {'chains':>6s} {'seed':>4s} {'stuck':>10s} {'max R-hat':>9s} "
+          f"{'max|z| mean':>11s} {'max|z| sd':>9s} {'sd ratio':>11s} {'div':>5s} {'s':>6s}  result")
+
+
+def fmt_row(out):
+  lo, hi = out["sd_ratio"]
+  return (f"{out['model']:18s} {out['chains']:6d} {out['seed']:4d} {fmt_stuck(out['stuck']):>10s} "
+          f"{out['max_rhat']:9.3f} {out['max_z_mean']:11.2f} {out['max_z_sd']:9.2f} "
+          f"{lo:5.2f}-{hi:4.2f} {out['divergences']:5d} {out['seconds']:6.1f}  "
+          f"{'pass' if out['passed'] else 'FAIL'}")
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  if args.list:
+    for m in bm.MODELS.values():
+      print(f"{m.name:18s} {m.stan}\n{'':18s} reference: {m.reference_kind}"
+            + (f"; {m.note}" if m.note else ""))
+    return 0
+  import tensorflow as tf  # noqa: F401  (after the environment is set)
+  import edward_lite as ed
+  print(f"edward_lite robustness battery: models {' '.join(args.models)}; chains "
+        f"{args.chains}; seeds {args.seeds}; warmup {args.warmup}, draws {args.draws}; "
+        f"TF {tf.__version__}, NumPy {np.__version__}", flush=True)
+  results, failed = [], []
+  start = time.perf_counter()
+  for name in args.models:
+    model = bm.MODELS[name]
+    t0 = time.perf_counter()
+    model.reference()
+    print(f"\n{name}: {model.stan}\n  reference: {model.reference_kind} "
+          f"({time.perf_counter() - t0:.1f} s)"
+          + (f"\n  kernel: {model.note}" if model.note else ""), flush=True)
+    print(HEADER, flush=True)
+    for chains in args.chains:
+      for seed in args.seeds:
+        out = bm.run(model, chains, seed, warmup=args.warmup, draws=args.draws)
+        del out["result"]
+        print(fmt_row(out), flush=True)
+        results.append(out)
+        if not out["passed"]:
+          failed.append(out)
+  print(f"\nSummary (passed seeds / seeds; total {time.perf_counter() - start:.0f} s)")
+  print("| model | reference | " + " | ".join(f"{c} chains" for c in args.chains)
+        + " | divergences |")
+  print("|---|---|" + "---|" * len(args.chains) + "---|")
+  for name in args.models:
+    cells, divs = [], []
+    for chains in args.chains:
+      runs = [r for r in results if r["model"] == name and r["chains"] == chains]
+      cells.append(f"{sum(r['passed'] for r in runs)}/{len(runs)}")
+      divs.append(str(sum(r["divergences"] for r in runs)))
+    print(f"| {name} | {bm.MODELS[name].reference_kind} | " + " | ".join(cells)
+          + f" | {' / '.join(divs)} |")
+  total_pass = sum(r["passed"] for r in results)
+  print(f"\n{total_pass}/{len(results)} runs passed.")
+  for out in failed:
+    print(f"\nFAILED {out['model']} chains={out['chains']} seed={out['seed']}: stuck "
+          f"{out['stuck']}, max R-hat {out['max_rhat']:.3f}")
+    for row in out["rows"]:
+      flag = " <" if abs(row["z_mean"]) >= bm.Z_MAX or abs(row.get("z_sd", 0.)) >= bm.Z_MAX \
+          else ""
+      print(f"  {row['label']:10s} mean {row['mean']:9.4f} ref {row['ref_mean']:9.4f} "
+            f"z {row['z_mean']:6.2f} | sd {row['sd']:8.4f} ref {row['ref_sd']:8.4f} "
+            f"z {row.get('z_sd', float('nan')):6.2f}{flag}")
+  return 0 if total_pass == len(results) else 1
+
+
+if __name__ == "__main__":
+  sys.exit(main())
