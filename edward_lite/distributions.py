@@ -54,7 +54,14 @@ def make_random_variable(distribution_cls):
     if dtypes.float_dtype() not in (None, tf.float32):  # a float64 run: literals follow
       args = [dtypes.cast_literal(a) for a in args]
       kwargs = {k: dtypes.cast_literal(v) for k, v in kwargs.items()}
-    distribution = distribution_cls(*args, **kwargs)
+    try:
+      distribution = distribution_cls(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+      if type(e) not in (TypeError, ValueError):  # pylint: disable=unidiomatic-typecheck
+        raise
+      # TFP's message names the parameter; say which random variable it is.
+      label = f"'{name}'" if name is not None else "(unnamed)"
+      raise type(e)(f"Random variable {label} ({distribution_cls.__name__}): {e}") from e
     return RandomVariable(distribution, sample_shape=sample_shape, value=value,
                           name=name)
 

@@ -45,13 +45,14 @@ def check_float_dtype(dtype):
   """``tf.float32`` for None, else ``dtype`` if it is a floating dtype."""
   if dtype is None:
     return tf.float32
+  given = dtype
   try:
     dtype = tf.as_dtype(dtype)
   except TypeError:
     dtype = None
   if dtype is None or not dtype.is_floating:
     raise TypeError(f"dtype must be a floating dtype such as tf.float32 or tf.float64; "
-                    f"got {dtype!r}.")
+                    f"got {given!r}.")
   return dtype
 
 

@@ -161,6 +161,9 @@ def make_log_joint_fn(program):
       the program), a keyword names neither a random variable nor a parameter
       of ``program``, a random variable has no name, or a name is used twice.
   """
+  if not callable(program):
+    raise TypeError(f"make_log_joint_fn expects a callable program; got "
+                    f"{type(program).__name__}.")
   params, var_keyword = _program_parameters(program)
 
   def log_joint_fn(*args, **kwargs):

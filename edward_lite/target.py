@@ -29,6 +29,9 @@ data; discrete latents; a structure that changes between runs) happen in
 import collections
 import copy
 import inspect
+import linecache
+import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -36,7 +39,7 @@ import tensorflow_probability as tfp
 
 from edward_lite.bijectors import support_bijector
 from edward_lite.control_flow import check_python_control_flow
-from edward_lite import dtypes, simulation
+from edward_lite import dtypes, simulation, terms
 from edward_lite.random_variable import DeferredValue, RandomVariable
 from edward_lite.support import check_observed_support
 from edward_lite.tracing import check_unique_name, trace
@@ -218,6 +221,10 @@ class Target:
       check_unique_name(name, found)
       fixed = kwargs.get("value") is not None
       if name in self._observed:
+        if fn is terms._factor:  # pylint: disable=protected-access
+          raise ValueError(f"Observed name '{name}' is an ed.Factor, a term added to the log "
+                           "density, not a random variable with data; remove it from "
+                           "observed=.")
         kwargs["value"] = self._observed[name]
       try:
         rv = fn(*args, **kwargs)
@@ -236,15 +243,38 @@ class Target:
     with trace(tracer):
       try:
         self._call_program()
-      except (TypeError, ValueError, tf.errors.InvalidArgumentError) as e:
+      except (TypeError, ValueError, tf.errors.OpError) as e:
+        after = f" after random variable '{next(reversed(found))}'" if found else ""
+        if isinstance(e, tf.errors.OpError) and not _is_dtype_conflict(e):
+          # A TensorFlow op of the program failed (shapes, most often): say
+          # where, and with which arguments, instead of the bare op error.
+          raise ValueError(
+              f"The program {getattr(self._program, '__name__', '')} failed{after}"
+              f"{_program_site(e.__traceback__)}: "
+              f"{_OP_PREFIX.sub('', _first_line(e))}; its arguments: "
+              f"{self._describe_arguments()}.") from e
         if not _is_dtype_conflict(e) or str(e).startswith("Random variable '"):
           raise
-        after = f" after random variable '{next(reversed(found))}'" if found else ""
         raise DtypeConflictError(
             f"The program mixes floating dtypes{after} ({_first_line(e)}); the model "
             f"runs in {self._float_name}: build the Tensors the program makes in that "
             "dtype, or pass dtype= to choose another.") from e
     return found
+
+  def _describe_arguments(self):
+    """'x: float32 [3, 5], n: 3' -- the program's arguments as given to it."""
+    try:
+      bound = inspect.signature(self._program).bind_partial(*self._args, **self._kwargs)
+      items = bound.arguments.items()
+    except (TypeError, ValueError):
+      items = [(f"#{i}", a) for i, a in enumerate(self._args)] + list(self._kwargs.items())
+    parts = []
+    for name, value in items:
+      if tf.is_tensor(value) or isinstance(value, np.ndarray):
+        parts.append(f"{name}: {tf.as_dtype(value.dtype).name} {list(value.shape)}")
+      else:
+        parts.append(f"{name}: {type(value).__name__}")
+    return ", ".join(parts) or "none"
 
   @property
   def _float_name(self):
@@ -815,6 +845,23 @@ def _is_dtype_conflict(error):
   text = _first_line(error)
   return (("float64" in text and "float32" in text) or "incompatible dtypes" in text or
           ("float tensor" in text and "double tensor" in text))
+
+
+_OP_PREFIX = re.compile(r"\{\{function_node [^}]*\}\}\s*")  # TensorFlow's op-location prefix
+
+
+def _program_site(tb):
+  """' at file.py:12 (code)': the last frame of the failing traceback in the
+  user's code (not TensorFlow's, TFP's or edward_lite's), or ''."""
+  from edward_lite.control_flow import _LIBRARY_DIRS  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  where = ""
+  while tb is not None:
+    filename = tb.tb_frame.f_code.co_filename
+    if not filename.startswith(_LIBRARY_DIRS) and os.path.basename(filename) != "contextlib.py":
+      line = linecache.getline(filename, tb.tb_lineno).strip()
+      where = f" at {os.path.basename(filename)}:{tb.tb_lineno}" + (f" ({line})" if line else "")
+    tb = tb.tb_next
+  return where
 
 
 def _first_line(error):

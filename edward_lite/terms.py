@@ -58,6 +58,7 @@ def _factor(log_density, value=None, name=None):
   return RandomVariable(dist, value=value, name=name)
 
 
+_factor.__name__ = "ed.Factor"  # as messages name the constructor ("... with ed.Factor")
 _traceable_factor = traceable(_factor)
 
 
@@ -173,7 +174,13 @@ class ImproperUniform(tfd.Distribution):
       names = ", ".join(repr(n) for n in list(SUPPORTS) + list(_ALIASES))
       raise ValueError(f"{what}: unknown support={support!r}; expected one of {names}.")
     rank, needs = SUPPORTS[support]
-    shape = tf.TensorShape(shape)
+    try:
+      shape = tf.TensorShape(shape)
+      if shape.rank is not None and any(d is not None and d < 0 for d in shape.as_list()):
+        raise ValueError("a negative dimension")
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"{what}: shape= must be a shape (an int or a tuple of ints >= 0); got "
+                       f"{shape!r}.") from e
     if rank:
       if low is not None or high is not None:
         raise ValueError(f"{what}: low= and high= bound support='real' only; "
@@ -183,9 +190,15 @@ class ImproperUniform(tfd.Distribution):
         raise ValueError(f"{what}: support={support!r} needs {needs}; got shape "
                          f"{tuple(shape.as_list()) if shape.rank is not None else shape}.")
     self._support, self._rank = support, rank
+    bounds = {}
+    for key, bound in (("low", low), ("high", high)):
+      try:
+        bounds[key] = None if bound is None else tf.convert_to_tensor(bound, dtype)
+      except (TypeError, ValueError) as e:
+        raise TypeError(f"{what}: {key}= must be a number or a Tensor of {dtype.name}; got "
+                        f"{bound!r}.") from e
     with tf.name_scope(name) as name:
-      self._low = None if low is None else tf.convert_to_tensor(low, dtype)
-      self._high = None if high is None else tf.convert_to_tensor(high, dtype)
+      self._low, self._high = bounds["low"], bounds["high"]
       self._shape = shape
       super().__init__(dtype=dtype, reparameterization_type=tfd.FULLY_REPARAMETERIZED,
                        validate_args=validate_args, allow_nan_stats=allow_nan_stats,
@@ -277,6 +290,13 @@ class ImproperUniform(tfd.Distribution):
 def _flat(low=None, high=None, shape=(), dtype=None, sample_shape=(), value=None, name=None,
           support="real"):
   dtype = dtype or dtypes.float_dtype() or tf.float32
+  given = (int, float, np.ndarray, np.generic)
+  if isinstance(low, given) and isinstance(high, given):  # bounds given as numbers
+    with np.errstate(invalid="ignore"):
+      empty = np.asarray(low) >= np.asarray(high)
+    if np.any(empty):
+      raise ValueError(f"ed.Flat '{name}': low={_bound(low)} is not below high={_bound(high)}, "
+                       "so its support is empty.")
   low, high = (dtypes.cast_literal(b) if isinstance(b, float) else b for b in (low, high))
   dist = ImproperUniform(low, high, shape=shape, dtype=dtype, support=support,
                          name=name or "Flat")
@@ -285,6 +305,12 @@ def _flat(low=None, high=None, shape=(), dtype=None, sample_shape=(), value=None
   return RandomVariable(dist, sample_shape=sample_shape, value=value, name=name)
 
 
+def _bound(value):
+  array = np.asarray(value)
+  return f"{array.item():g}" if array.size == 1 else np.array2string(array, threshold=6)
+
+
+_flat.__name__ = "ed.Flat"
 _traceable_flat = traceable(_flat)
 
 
