@@ -551,3 +551,29 @@ def check_integer(name, value, low):
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
     raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
   return int(value)
+
+
+def check_positive(name, value, what="a positive number"):
+  """``float(value)`` if it is a finite number > 0; else a ValueError naming it."""
+  if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+      or not np.isfinite(value) or value <= 0:
+    raise ValueError(f"{name} must be {what}; got {value!r}.")
+  return float(value)
+
+
+def check_call_settings(**settings):
+  """TypeErrors naming the setting, before any work, for the settings of an
+  inference call that are used only later (after a compiled chunk):
+  ``observed`` (a dict or None), ``callback`` (callable or None) and boolean
+  flags (``keep_draws``, ``stl``, ...: True or False)."""
+  for name, value in settings.items():
+    if name == "observed":
+      if value is not None and not isinstance(value, collections.abc.Mapping):
+        raise TypeError("observed= must be a dict from random-variable name to value; got "
+                        f"{type(value).__name__}.")
+    elif name == "callback":
+      if value is not None and not callable(value):
+        raise TypeError(f"callback must be a function callback(info) or None; got "
+                        f"{type(value).__name__} {value!r}.")
+    elif not isinstance(value, (bool, np.bool_)):
+      raise TypeError(f"{name} must be True or False; got {value!r}.")

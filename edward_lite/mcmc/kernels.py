@@ -71,6 +71,24 @@ def _info(accept_prob, diverging, n_grads, tree_depth, energy, log_prob):
               tree_depth=tree_depth, energy=energy, log_prob=log_prob)
 
 
+def _number(kernel, name, value, integer=False, low=None, high=None):
+  """``value`` checked: a (whole, with ``integer``) number in ``(low, high)``
+  (``low <= value`` for integers); a ValueError naming the setting otherwise."""
+  kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+  ok = isinstance(value, kinds) and not isinstance(value, bool) and np.isfinite(value)
+  if ok and low is not None:
+    ok = value >= low if integer else value > low
+  if ok and high is not None:
+    ok = value < high
+  if not ok:
+    what = ("an integer" if integer else "a number") + (
+        f" of at least {low}" if integer and low is not None else
+        f" in ({low}, {high})" if high is not None else
+        f" above {low}" if low is not None else "")
+    raise ValueError(f"{kernel} {name} must be {what}; got {value!r}.")
+  return int(value) if integer else float(value)
+
+
 class Kernel:
   """Base class; subclasses set ``name`` and ``target_accept``."""
 
@@ -151,6 +169,10 @@ class RWMH(Kernel):
   name = "rwmh"
 
   def __init__(self, scale=None, adapt=True, target_accept=None):
+    if scale is not None:
+      scale = _number("RWMH", "scale", scale, low=0)
+    if target_accept is not None:
+      target_accept = _number("RWMH", "target_accept", target_accept, low=0, high=1)
     self.scale, self.adapt, self.target_accept = scale, adapt, target_accept
 
   def default_target_accept(self, dim):
@@ -199,10 +221,10 @@ class HMC(Kernel):
   name = "hmc"
 
   def __init__(self, num_leapfrog_steps=16, jitter=True, target_accept=0.8):
-    if int(num_leapfrog_steps) < 1:
-      raise ValueError(f"HMC num_leapfrog_steps must be a positive integer; got {num_leapfrog_steps}.")
-    self.num_leapfrog_steps = int(num_leapfrog_steps)
-    self.jitter, self.target_accept = bool(jitter), float(target_accept)
+    self.num_leapfrog_steps = _number("HMC", "num_leapfrog_steps", num_leapfrog_steps,
+                                      integer=True, low=1)
+    self.jitter = bool(jitter)
+    self.target_accept = _number("HMC", "target_accept", target_accept, low=0, high=1)
 
   def init(self, z, fn, step_size):
     del step_size
@@ -249,9 +271,10 @@ class TFPNUTS(Kernel):
   name = "nuts"
 
   def __init__(self, max_tree_depth=10, target_accept=0.8):
-    if not 1 <= int(max_tree_depth) <= 30:
+    if not 1 <= _number("NUTS", "max_tree_depth", max_tree_depth, integer=True, low=1) <= 30:
       raise ValueError(f"NUTS max_tree_depth must be between 1 and 30; got {max_tree_depth}.")
-    self.max_tree_depth, self.target_accept = int(max_tree_depth), float(target_accept)
+    self.max_tree_depth = int(max_tree_depth)
+    self.target_accept = _number("NUTS", "target_accept", target_accept, low=0, high=1)
 
   def _kernel(self, fn, step_size):
     return tfp.mcmc.NoUTurnSampler(fn, step_size=step_size,
@@ -306,9 +329,14 @@ class ChEES(HMC):
 
   def __init__(self, initial_trajectory_length=None, max_leapfrog_steps=1000,
                learning_rate=0.025, target_accept=0.651):
+    if initial_trajectory_length is not None:
+      initial_trajectory_length = _number("ChEES", "initial_trajectory_length",
+                                          initial_trajectory_length, low=0)
     self.initial_trajectory_length = initial_trajectory_length
-    self.max_leapfrog_steps = int(max_leapfrog_steps)
-    self.learning_rate, self.target_accept = float(learning_rate), float(target_accept)
+    self.max_leapfrog_steps = _number("ChEES", "max_leapfrog_steps", max_leapfrog_steps,
+                                      integer=True, low=1)
+    self.learning_rate = _number("ChEES", "learning_rate", learning_rate, low=0)
+    self.target_accept = _number("ChEES", "target_accept", target_accept, low=0, high=1)
     self.jitter = True
 
   def adapt_init(self, chains, dtype):

@@ -42,7 +42,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.mcmc.kernels import (GradState, Kernel, MAX_ENERGY_ERROR, TFPNUTS, _info,
-                                      stateless_normal, stateless_uniform)
+                                      _number, stateless_normal, stateless_uniform)
 
 __all__ = ["NUTS"]
 
@@ -76,12 +76,13 @@ class NUTS(Kernel):
   name = "nuts"
 
   def __init__(self, max_tree_depth=10, target_accept=0.8, implementation="edward_lite"):
-    if not 1 <= int(max_tree_depth) <= 30:
+    if not 1 <= _number("NUTS", "max_tree_depth", max_tree_depth, integer=True, low=1) <= 30:
       raise ValueError(f"NUTS max_tree_depth must be between 1 and 30; got {max_tree_depth}.")
     if implementation not in ("edward_lite", "tfp"):
       raise ValueError(f"NUTS implementation must be 'edward_lite' or 'tfp'; got "
                        f"{implementation!r}.")
-    self.max_tree_depth, self.target_accept = int(max_tree_depth), float(target_accept)
+    self.max_tree_depth = int(max_tree_depth)
+    self.target_accept = _number("NUTS", "target_accept", target_accept, low=0, high=1)
     self.implementation = implementation
     self._tfp = TFPNUTS(max_tree_depth, target_accept) if implementation == "tfp" else None
 

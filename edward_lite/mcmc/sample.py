@@ -138,6 +138,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   runtime.check_model_kwargs(model, kwargs, sample, "ed.mcmc.sample")
   settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                              max_init_tries, step_size)
+  runtime.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
+                              jit_compile=jit_compile)
   if adapt_metric not in (True, False, "diag", "dense"):
     raise ValueError(f"adapt_metric must be True, False, 'diag' or 'dense'; got {adapt_metric!r}.")
   dense = adapt_metric == "dense"
@@ -327,12 +329,12 @@ class _Program:
     return program
 
   def __init__(self, target, kernel, fingerprint, jit_compile=True):
-    if target.dtype is None or not target.dtype.is_floating:
-      raise TypeError("MCMC needs all latent variables in one floating dtype; "
-                      f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
     if not target.names:
       raise ValueError("The program has no latent variables: every random variable is "
                        "observed or fixed, so there is nothing to sample.")
+    if target.dtype is None or not target.dtype.is_floating:
+      raise TypeError("MCMC needs all latent variables in one floating dtype; "
+                      f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
     self.target, self.kernel, self.fingerprint = target, kernel, fingerprint
     self.compiled = False
     # A sharded target calls strategy.run, which XLA cannot hold: its
@@ -600,11 +602,19 @@ def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
              draws=integer("draws", draws, 1), seed=integer("seed", seed, 0),
              thin=integer("thin", thin, 1), max_init_tries=integer("max_init_tries", max_init_tries, 1),
              chunk_size=None if chunk_size is None else integer("chunk_size", chunk_size, 1))
-  if not np.isfinite(init_radius) or init_radius <= 0:
-    raise ValueError(f"init_radius must be a positive number; got {init_radius!r}.")
-  if step_size is not None and not (np.isfinite(step_size) and step_size > 0):
-    raise ValueError(f"step_size must be a positive number; got {step_size!r}.")
+  runtime.check_positive("init_radius", init_radius)
+  if step_size is not None:
+    runtime.check_positive("step_size", step_size)
   return out
+
+
+def _latent_of_column(target, column):
+  """The latent whose unconstrained coordinates hold flat column ``column``."""
+  for name, info in target.latents.items():
+    column -= info.unconstrained_shape.num_elements()
+    if column < 0:
+      return name
+  return "?"
 
 
 def _describe_init(init):
@@ -623,6 +633,10 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
     if init not in ("uniform", "prior"):
       raise ValueError(f"init must be 'uniform', 'prior', a dict of constrained values or an "
                        f"array [chains, {target.dim}]; got {init!r}.")
+    flat = [n for n, i in target.latents.items() if i.distribution == "ImproperUniform"]
+    if init == "prior" and flat:
+      raise NotImplementedError(f"init='prior' cannot draw {flat}: an improper flat prior "
+                                "(ed.Flat) has no draws; use init='uniform' or give init= values.")
     u = None
   elif isinstance(init, dict):
     unknown = [k for k in init if k not in target.names]
@@ -633,7 +647,11 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
     for name, info in target.latents.items():
       if name not in init:
         raise ValueError(f"init is missing latent variable '{name}'.")
-      value = np.asarray(init[name], dtype)
+      try:
+        value = np.asarray(init[name], dtype)
+      except (TypeError, ValueError) as e:
+        raise ValueError(f"init value for '{name}' is not a number or an array of numbers: "
+                         f"{init[name]!r}.") from e
       try:
         values[name] = np.broadcast_to(value, (chains,) + tuple(info.shape)).copy()
       except ValueError as e:
@@ -648,6 +666,11 @@ def _initial_state(program, init, chains, seed, radius, max_tries):
     if u.shape != (chains, target.dim):
       raise ValueError(f"An init array must have shape [chains, D] = [{chains}, {target.dim}]; "
                        f"got {list(u.shape)}.")
+    if not np.all(np.isfinite(u)):
+      chain, column = (int(i) for i in np.argwhere(~np.isfinite(u))[0])
+      raise ValueError(f"The init array holds {int(np.sum(~np.isfinite(u)))} NaN or infinite "
+                       f"value(s), the first for chain {chain}, latent "
+                       f"'{_latent_of_column(target, column)}'.")
   if u is not None:  # user values: checked, never redrawn
     bad = ~np.isfinite(program.log_prob(tf.constant(u)).numpy())
     max_tries = 1
