@@ -91,9 +91,16 @@ def main(argv=None):
     print(HEADER, flush=True)
     for chains in args.chains:
       for seed in args.seeds:
-        out = bm.run(model, chains, seed, warmup=args.warmup, draws=args.draws)
-        del out["result"]
-        print(fmt_row(out), flush=True)
+        try:
+          out = bm.run(model, chains, seed, warmup=args.warmup, draws=args.draws)
+          del out["result"]
+          print(fmt_row(out), flush=True)
+        except Exception as e:  # pylint: disable=broad-except
+          # One model's error (e.g. a library file edited under a running
+          # battery: autograph reads the source again) must not end the rest.
+          out = dict(model=name, chains=chains, seed=seed, passed=False, divergences=0,
+                     error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+          print(f"{name:18s} {chains:6d} {seed:4d}  ERROR {out['error']}", flush=True)
         results.append(out)
         if not out["passed"]:
           failed.append(out)
@@ -112,6 +119,9 @@ def main(argv=None):
   total_pass = sum(r["passed"] for r in results)
   print(f"\n{total_pass}/{len(results)} runs passed.")
   for out in failed:
+    if "error" in out:
+      print(f"\nERROR {out['model']} chains={out['chains']} seed={out['seed']}: {out['error']}")
+      continue
     print(f"\nFAILED {out['model']} chains={out['chains']} seed={out['seed']}: stuck "
           f"{out['stuck']}, max R-hat {out['max_rhat']:.3f}")
     for row in out["rows"]:
