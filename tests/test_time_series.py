@@ -226,7 +226,7 @@ def time_series():
 
 
 # The default form fits GARCH and the HMM (~35 s); stochastic volatility,
-# the costliest (target acceptance 0.95), is the slow form.
+# the costliest (target acceptance 0.99), is the slow form.
 @pytest.mark.parametrize("models", [("garch", "hmm"),
                                     pytest.param(("sv",), marks=pytest.mark.slow)],
                          ids=["garch-hmm", "sv"])
