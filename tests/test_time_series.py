@@ -225,8 +225,9 @@ def time_series():
   return module
 
 
-# The default form fits GARCH and the HMM (~35 s); stochastic volatility,
-# the costliest (target acceptance 0.99), is the slow form.
+# The default form fits GARCH and the HMM (35-55 s on 2 shared cores);
+# stochastic volatility, the costliest (target acceptance 0.99, float64),
+# is the slow form.
 @pytest.mark.parametrize("models", [("garch", "hmm"),
                                     pytest.param(("sv",), marks=pytest.mark.slow)],
                          ids=["garch-hmm", "sv"])
