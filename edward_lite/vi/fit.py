@@ -130,8 +130,17 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   chunk = integer("chunk_size", chunk_size, 1) if chunk_size is not None else DEFAULT_CHUNK
   if on_nonfinite not in ("skip", "stop"):
     raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
-  if tol is not None and not (np.isfinite(tol) and tol > 0):
-    raise ValueError(f"tol must be a positive number or None; got {tol!r}.")
+  runtime.check_call_settings(observed=observed, callback=callback, stl=stl,
+                              jit_compile=jit_compile)
+  runtime.check_positive("init_radius", init_radius)
+  if not isinstance(program_args, (tuple, list)):
+    raise TypeError(f"program_args must be a tuple of the variational program's positional "
+                    f"arguments; got {type(program_args).__name__}.")
+  if program_kwargs is not None and not isinstance(program_kwargs, dict):
+    raise TypeError(f"program_kwargs must be a dict or None; got "
+                    f"{type(program_kwargs).__name__}.")
+  if tol is not None:
+    runtime.check_positive("tol", tol, "a positive number or None")
   strategy = distribute.resolve(strategy, parallel)
   if strategy is not None:
     replicas = strategy.num_replicas_in_sync
@@ -299,11 +308,11 @@ def _target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_
     target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
     batches = (minibatch_lib.Minibatcher(model, args, kwargs, observed, batch_size, target)
                if batch_size is not None else None)
+  if not target.names:
+    raise ValueError("The program has no latent variables: nothing to fit.")
   if target.dtype is None or not target.dtype.is_floating:
     raise TypeError("Variational inference needs all latent variables in one floating dtype; "
                     f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
-  if not target.names:
-    raise ValueError("The program has no latent variables: nothing to fit.")
   return target, batches
 
 
@@ -312,7 +321,8 @@ def _optimizer(optimizer, learning_rate, default_rate, steps):
   ``default_rate``) with cosine decay to a hundredth over ``steps``."""
   if optimizer is None:
     rate = learning_rate if learning_rate is not None else default_rate
-    if not (np.isfinite(rate) and rate > 0):
+    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)) \
+        or not (np.isfinite(rate) and rate > 0):
       raise ValueError(f"learning_rate must be a positive number; got {rate!r}.")
     return tf_keras.optimizers.Adam(tf_keras.optimizers.schedules.CosineDecay(
         rate, decay_steps=steps, alpha=0.01))
@@ -524,6 +534,11 @@ def _initial_loc(target, init, radius, seed):
       return tf.random.stateless_uniform([target.dim], seed, -radius, radius,
                                          dtype=dtype).numpy()
     if init == "prior":
+      flat = [n for n, i in target.latents.items() if i.distribution == "ImproperUniform"]
+      if flat:
+        raise NotImplementedError(f"init='prior' cannot draw {flat}: an improper flat prior "
+                                  "(ed.Flat) has no draws; use init='uniform' or give init= "
+                                  "values.")
       draws = target.sample_prior(101, tf.random.experimental.stateless_fold_in(seed, 7))
       u = target.flatten(target.unconstrain(draws)).numpy()
       return np.median(u, axis=0).astype(dtype)
@@ -542,10 +557,12 @@ def _initial_loc(target, init, radius, seed):
         raise ValueError(f"init value for '{name}' has shape {list(value.shape)}; expected "
                          f"{info.shape.as_list()}.")
       values[name] = value[None]
-    u = target.flatten(target.unconstrain(values)).numpy()[0]
-    if not np.all(np.isfinite(u)):
-      raise ValueError("init values are outside the support of their distributions.")
-    return u
+    unconstrained = target.unconstrain(values)
+    bad = [n for n, v in unconstrained.items() if not np.all(np.isfinite(v))]
+    if bad:
+      raise ValueError(f"init values for {bad} are outside the support of their "
+                       "distributions.")
+    return target.flatten(unconstrained).numpy()[0]
   raise TypeError(f"init must be a string or a dict; got {type(init).__name__}.")
 
 

@@ -125,6 +125,10 @@ class DatasetBatches:
     if not isinstance(spec, dict) or not spec:
       raise ValueError("dataset= must yield dicts name -> batch (observed random variables "
                        f"and keyword arguments of the program); its elements are {spec}.")
+    if int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
+      raise ValueError("dataset= repeats forever; give one pass over the data (drop the "
+                       ".repeat()): fit repeats it as needed, and N and the importance "
+                       "weights take one pass.")
     first = next(iter(dataset), None)
     if first is None:
       raise ValueError("dataset= is empty.")
