@@ -191,7 +191,12 @@ class _DirectoryLock:
           self._refuse(holder)
         os.remove(self.path)
         return False
-    fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+    except IsADirectoryError as e:
+      raise CheckpointCorruptError(
+          f"The checkpoint lock {self.path} is a directory, not a lock file; delete it (or "
+          f"the whole directory {self.directory}) to start this run afresh.") from e
     try:
       fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -271,6 +276,9 @@ class Checkpointer:
   """
 
   def __init__(self, directory, fingerprint, settings):
+    if not isinstance(directory, (str, bytes, os.PathLike)):
+      raise TypeError(f"checkpoint_dir must be a path (a str or os.PathLike); got "
+                      f"{type(directory).__name__} {directory!r}.")
     self.directory = os.fspath(directory)
     self._lock = None
     if fingerprint.unknown:

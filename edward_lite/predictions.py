@@ -48,6 +48,19 @@ def predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs
   values, lead, target = _posterior_draws(posterior, draws, seed)
   float_dtype = dtypes.check_float_dtype(dtype) if dtype is not None else tf.as_dtype(
       next(iter(values.values())).dtype)
+  if dtype is None and target is None and float_dtype == tf.float64:
+    # NumPy's float64 draws of a float32 program (a dict built by hand): run
+    # it in float32, as make_target does with float64 data.
+    call = _bind(model, args, kwargs, float_dtype)
+    try:
+      simulation.simulate(call, {n: v[0] for n, v in values.items()}, simulation.seed_tensor(0))
+    except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
+      if not _is_dtype_conflict(e):
+        raise ValueError(f"predictive: the posterior draws of {sorted(values)} do not fit "
+                         f"the program at these arguments: {e}") from e
+      float_dtype = tf.float32
+      values = {n: v.astype(np.float32) if v.dtype == np.float64 else v
+                for n, v in values.items()}
   if not args and not kwargs and target is not None and target._program is model:  # pylint: disable=protected-access
     call = target._call_program  # pylint: disable=protected-access
   else:
@@ -55,7 +68,7 @@ def predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs
   try:
     one = simulation.simulate(call, {n: v[0] for n, v in values.items()},
                               simulation.seed_tensor(0))
-  except (ValueError, TypeError) as e:
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
     raise ValueError(f"predictive: the posterior draws of {sorted(values)} do not fit the "
                      f"program at these arguments: {e}") from e
   unknown = sorted(n for n in values if n not in one)
@@ -133,6 +146,11 @@ def _posterior_draws(posterior, draws, seed):
     return values, (next(iter(sizes.values())),), None
   raise TypeError("predictive expects an MCMCResult, a VIResult or a non-empty dict name -> "
                   f"draws; got {type(posterior).__name__}.")
+
+
+def _is_dtype_conflict(error):
+  from edward_lite.target import _is_dtype_conflict as conflict  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  return conflict(error)
 
 
 def _fold(seed, salt):

@@ -84,6 +84,10 @@ def strategy(kind="default", devices=None, tpu=None, timeout=60):
     if devices is None:
       gpus = tf.config.list_logical_devices("GPU")
       devices = [d.name for d in (gpus or tf.config.list_logical_devices("CPU"))]
+    if isinstance(devices, str) or not devices:
+      raise ValueError(f"devices= must be a non-empty list of device names, e.g. "
+                       f"ed.distribute.logical_cpus(2); got {devices!r}.")
+    _check_local_devices(devices)
     return _mirrored(tuple(tf.DeviceSpec.from_string(d).to_string() for d in devices))
   if kind == "multi_worker":
     config = os.environ.get("TF_CONFIG")
@@ -94,6 +98,29 @@ def strategy(kind="default", devices=None, tpu=None, timeout=60):
         raise ValueError(f"TF_CONFIG is not valid JSON: {config[:200]!r}.") from e
     return tf.distribute.MultiWorkerMirroredStrategy()
   return _tpu_strategy(tpu, timeout)
+
+
+def _check_local_devices(devices):
+  """A ValueError naming the devices of this host that do not exist (a
+  MirroredStrategy would accept them and fail, or hang, at its first run)."""
+  local = {}
+  for d in tf.config.list_logical_devices():
+    spec = tf.DeviceSpec.from_string(d.name)
+    local[(spec.device_type.upper(), spec.device_index)] = d.name
+  missing = []
+  for name in devices:
+    try:
+      spec = tf.DeviceSpec.from_string(name)
+    except (TypeError, ValueError) as e:
+      raise ValueError(f"devices= holds {name!r}, which is not a device name: {e}") from e
+    if spec.job not in (None, "localhost") or spec.device_type is None:
+      continue  # another worker's, or not specific: TensorFlow resolves it
+    if (spec.device_type.upper(), spec.device_index or 0) not in local:
+      missing.append(name)
+  if missing:
+    raise ValueError(f"devices= names {missing}, which this host does not have; its devices "
+                     f"are {sorted(local.values())} (ed.distribute.logical_cpus(n) makes n "
+                     "CPU devices).")
 
 
 _MIRRORED = {}
