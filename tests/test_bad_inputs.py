@@ -1,0 +1,656 @@
+"""The bad-input corpus (issue 14): what a new user gets wrong, across the
+public API.
+
+Every case is a call that must fail with a given exception type, a message
+that names the offending variable, argument or file (a regex), and *before
+compiled work*: the ``no_compiled_work`` fixture replaces the entry points of
+compiled work -- the MCMC sampler's compiled chunk (``_Program.run_chunk``),
+the VI fit's compiled chunk (``vi.fit._run_chunk``) and the predictive
+simulations' compiled map (``simulation.map_draws``) -- with a function that
+raises ``CompiledWorkStarted``, a ``BaseException`` no library code catches,
+so a case whose error comes only from inside the compiled loop fails.
+
+Cases share a few small models defined here; most take milliseconds (an
+``ed.mcmc.sample`` case traces its model, never compiles it): the whole file
+runs in about 15 s on a loaded 2-core machine.  Inputs that gave a raw
+TensorFlow or NumPy error, ran into the compiled loop, hung (a dataset that
+repeats forever) or were silently accepted (``target_accept=1.5``,
+``jit_compile="no"``) when the corpus was written were fixed in the library;
+``test_numpy_float64_draws_predict_with_a_float32_model`` keeps the one fix
+that made a failing call work.
+"""
+
+import collections
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import edward_lite as ed
+
+sample_module = sys.modules["edward_lite.mcmc.sample"]  # shadowed by the function
+fit_module = sys.modules["edward_lite.vi.fit"]
+simulation_module = sys.modules["edward_lite.simulation"]
+
+
+class CompiledWorkStarted(BaseException):
+  """A compiled chunk or map was entered: an input error came too late."""
+
+
+@pytest.fixture
+def no_compiled_work(monkeypatch):
+  def refuse(*args, **kwargs):
+    raise CompiledWorkStarted("compiled work started before the error")
+
+  monkeypatch.setattr(sample_module._Program, "run_chunk", refuse)  # pylint: disable=protected-access
+  monkeypatch.setattr(fit_module, "_run_chunk", refuse)
+  monkeypatch.setattr(simulation_module, "map_draws", refuse)
+
+
+# -- shared models and data --------------------------------------------------------
+
+Y = np.array([0.5, -0.3, 1.2], np.float32)
+OBS = {"y": Y}
+X = np.array([[1., 0.], [0., 1.], [1., 1.]], np.float32)
+
+
+def normal_model():
+  mu = ed.Normal(0., 1., name="mu")
+  return ed.Normal(mu * tf.ones(3), 1., name="y")
+
+
+def regression(x):
+  w = ed.Normal(tf.zeros(2), 1., name="w")
+  return ed.Normal(tf.einsum("nd,d->n", x, w), 1., name="y")
+
+
+def scale_model(sigma):
+  mu = ed.Normal(0., 5., name="mu")
+  return ed.Normal(mu * tf.ones(3), sigma, name="y")
+
+
+def poisson_model():
+  lam = ed.Gamma(2., 1., name="lam")
+  return ed.Poisson(lam * tf.ones(3), name="y")
+
+
+def positive_model():
+  s = ed.HalfNormal(1., name="s")
+  return ed.Normal(tf.zeros(3), s, name="y")
+
+
+def flat_model():
+  m = ed.Flat(name="m")
+  return ed.Normal(m * tf.ones(3), 1., name="y")
+
+
+def discrete_latent():
+  k = ed.Poisson(3., name="k")
+  return ed.Normal(tf.cast(k, tf.float32) * tf.ones(3), 1., name="y")
+
+
+def unnamed_model():
+  mu = ed.Normal(0., 1.)
+  return ed.Normal(mu * tf.ones(3), 1., name="y")
+
+
+def duplicate_names():
+  a = ed.Normal(0., 1., name="a")
+  ed.Normal(a, 1., name="a")
+  return ed.Normal(a * tf.ones(3), 1., name="y")
+
+
+def python_if_on_latent():
+  mu = ed.Normal(0., 1., name="mu")
+  if mu > 0:
+    return ed.Normal(mu * tf.ones(3), 1., name="y")
+  return ed.Normal(-mu * tf.ones(3), 1., name="y")
+
+
+_draws = {"n": 0}
+
+
+def stochastic_structure():
+  _draws["n"] += 1
+  mu = ed.Normal(0., 1., name="mu")
+  if _draws["n"] % 2:
+    ed.Normal(0., 1., name="extra")
+  return ed.Normal(mu * tf.ones(3), 1., name="y")
+
+
+def factor_of_minus_infinity():
+  mu = ed.Normal(0., 1., name="mu")
+  ed.Factor(tf.constant(-np.inf), name="penalty")
+  return mu
+
+
+def bounds_from_latents():
+  mu = ed.Normal(0., 5., name="mu")
+  return ed.TruncatedNormal(mu * tf.ones(2), 1., mu - 1., mu + 1., name="y")
+
+
+def with_options(x, scale=1.):
+  mu = ed.Normal(0., scale, name="mu")
+  return ed.Normal(mu + x, 1., name="y")
+
+
+MCMC = dict(kernel="rwmh", chains=2, warmup=10, draws=10, seed=1, progress=False,
+            max_init_tries=3)
+FIT = dict(steps=10, samples=4, progress=False)
+
+
+def sample(model=normal_model, *args, observed=OBS, **settings):
+  return ed.mcmc.sample(model, *args, observed=observed, **{**MCMC, **settings})
+
+
+def fit(model=normal_model, *args, observed=OBS, **settings):
+  return ed.vi.fit(model, *args, observed=observed, **{**FIT, **settings})
+
+
+def log_joint(model, **values):
+  return ed.make_log_joint_fn(model)(**values)
+
+
+def predictive(posterior, model=normal_model, *args, **kwargs):
+  return ed.predictive(model, posterior, *args, **kwargs)
+
+
+def _write(path, text):
+  with open(path, "w") as f:
+    f.write(text)
+  return path
+
+
+def _checkpoint_file(tmp):
+  return _write(os.path.join(tmp, "not_a_dir"), "a file")
+
+
+def _corrupt_meta(tmp):
+  os.makedirs(os.path.join(tmp, "ckpt"))
+  _write(os.path.join(tmp, "ckpt", "meta.json"), '{"format": 2, "model": {"co')
+  return os.path.join(tmp, "ckpt")
+
+
+def _foreign_meta(tmp):
+  os.makedirs(os.path.join(tmp, "ckpt"))
+  _write(os.path.join(tmp, "ckpt", "meta.json"), json.dumps({"format": 2, "model": "x"}))
+  return os.path.join(tmp, "ckpt")
+
+
+def _meta_is_a_directory(tmp):
+  os.makedirs(os.path.join(tmp, "ckpt", "meta.json"))
+  return os.path.join(tmp, "ckpt")
+
+
+def _lock_is_a_directory(tmp):
+  os.makedirs(os.path.join(tmp, "ckpt", "lock"))
+  return os.path.join(tmp, "ckpt")
+
+
+def _state_without_meta(tmp):
+  os.makedirs(os.path.join(tmp, "ckpt"))
+  np.savez(os.path.join(tmp, "ckpt", "state.npz"), step=np.asarray(3))
+  return os.path.join(tmp, "ckpt")
+
+
+# -- the corpus ---------------------------------------------------------------------
+
+Case = collections.namedtuple("Case", ["id", "call", "error", "pattern"])
+
+
+def case(id_, call, error, pattern):
+  return Case(id_, call, error, pattern)
+
+
+CASES = [
+    # Random-variable constructors.
+    case("rv-name-not-a-string", lambda t: ed.Normal(0., 1., name=3), TypeError,
+         r"name=.*non-empty string.*3"),
+    case("rv-empty-name", lambda t: ed.Normal(0., 1., name=""), TypeError,
+         r"name=.*non-empty string"),
+    case("rv-negative-sample-shape", lambda t: ed.Normal(0., 1., sample_shape=-2, name="x"),
+         TypeError, r"sample_shape of random variable 'x'.*-2"),
+    case("rv-float-sample-shape", lambda t: ed.Normal(0., 1., sample_shape=(2, 1.5), name="x"),
+         TypeError, r"sample_shape of random variable 'x'.*\(2, 1\.5\)"),
+    case("rv-value-wrong-shape", lambda t: ed.Normal(0., 1., value=np.zeros(3), name="x"),
+         ValueError, r"'x' has shape \[3\]; expected \[\]"),
+    case("rv-value-string", lambda t: ed.Normal(0., 1., value="zero", name="x"), TypeError,
+         r"'x'"),
+    case("rv-value-wrong-tensor-dtype",
+         lambda t: ed.Normal(0., 1., value=tf.constant(0., tf.float64), name="x"), TypeError,
+         r"'x' has dtype float64.*float32"),
+    case("rv-bernoulli-value-not-boolean-like",
+         lambda t: ed.Bernoulli(probs=0.5, value=0.5, name="b"), TypeError, r"'b'.*int32"),
+    case("rv-unknown-keyword", lambda t: ed.Normal(0., 1., sclae=2., name="x"), TypeError,
+         r"sclae"),
+    case("rv-string-parameter", lambda t: ed.Normal("zero", 1., name="x"), TypeError,
+         r"Random variable 'x' \(Normal\): .*'zero'"),
+    case("rv-incompatible-parameter-shapes",
+         lambda t: ed.Normal(tf.zeros(2), tf.ones(3), name="x"), ValueError,
+         r"Random variable 'x' \(Normal\): .*loc.*scale.*\(2,\).*\(3,\)"),
+    case("rv-mixed-float-dtypes",
+         lambda t: ed.Normal(tf.zeros(2, tf.float64), tf.ones(2, tf.float32), name="x"),
+         TypeError, r"Random variable 'x' \(Normal\): .*incompatible dtypes"),
+    case("flat-unknown-support", lambda t: ed.Flat(support="simplx", shape=3, name="p"),
+         ValueError, r"'p'.*unknown support='simplx'"),
+    case("flat-simplex-scalar-shape", lambda t: ed.Flat(support="simplex", name="p"),
+         ValueError, r"'p'.*needs a vector shape"),
+    case("flat-bounds-with-constrained-type",
+         lambda t: ed.Flat(low=0., support="ordered", shape=3, name="o"), ValueError,
+         r"'o'.*low= and high="),
+    case("flat-low-above-high", lambda t: ed.Flat(low=1., high=0., name="f"), ValueError,
+         r"'f'.*low.*high"),
+    case("flat-negative-shape", lambda t: ed.Flat(shape=-1, name="f"), ValueError,
+         r"ed\.Flat 'f': shape= must be a shape.*-1"),
+    case("flat-string-bound", lambda t: ed.Flat(low="a", name="f"), TypeError,
+         r"ed\.Flat 'f': low= must be a number.*'a'"),
+    case("factor-integer", lambda t: ed.Factor(tf.constant(1), name="pen"), TypeError,
+         r"'pen'.*floating.*int32"),
+    case("factor-string", lambda t: ed.Factor("big", name="pen"), TypeError, r"'pen'"),
+
+    # The log joint.
+    case("log-joint-not-callable", lambda t: ed.make_log_joint_fn(3), TypeError, r"callable"),
+    case("log-joint-unknown-name", lambda t: log_joint(normal_model, mu=0., y=Y, z=1.),
+         ValueError, r"'z'"),
+    case("log-joint-missing-value", lambda t: log_joint(normal_model, mu=0.), ValueError,
+         r"'y'"),
+    case("log-joint-wrong-shape", lambda t: log_joint(normal_model, mu=0., y=np.zeros(4)),
+         ValueError, r"'y' has shape \[4\]"),
+    case("log-joint-string-value", lambda t: log_joint(normal_model, mu="zero", y=Y), TypeError,
+         r"'mu'"),
+    case("log-joint-unnamed", lambda t: log_joint(unnamed_model, y=Y), ValueError,
+         r"make_log_joint_fn.*Normal and no name="),
+
+    # make_target.
+    case("target-not-callable", lambda t: ed.make_target("model"), TypeError,
+         r"callable program.*str"),
+    case("target-observed-list", lambda t: ed.make_target(normal_model, observed=[Y]),
+         TypeError, r"observed= must be a dict"),
+    case("target-observed-unknown-name",
+         lambda t: ed.make_target(normal_model, observed={"why": Y}), ValueError,
+         r"\['why'\].*not random variables"),
+    case("target-observed-wrong-shape",
+         lambda t: ed.make_target(normal_model, observed={"y": np.zeros(5, np.float32)}),
+         ValueError, r"'y' has shape \[5\]; expected \[3\]"),
+    case("target-observed-nan",
+         lambda t: ed.make_target(normal_model, observed={"y": np.array([0., np.nan, 1.])}),
+         ValueError, r"'y' contains 1 non-finite"),
+    case("target-observed-inf-list",
+         lambda t: ed.make_target(normal_model, observed={"y": [0., float("inf"), 1.]}),
+         ValueError, r"'y' contains 1 non-finite"),
+    case("target-observed-string",
+         lambda t: ed.make_target(normal_model, observed={"y": "abc"}), (TypeError, ValueError),
+         r"'y'"),
+    case("target-argument-nan",
+         lambda t: ed.make_target(regression, np.array([[np.nan, 0.]] * 3, np.float32),
+                                  observed=OBS), ValueError, r"Argument 'x'.*3 non-finite"),
+    case("target-argument-nan-in-dict",
+         lambda t: ed.make_target(lambda d: regression(d["x"]), {"x": X * np.nan},
+                                  observed=OBS), ValueError, r"'x'.*non-finite"),
+    case("target-argument-wrong-shape",
+         lambda t: ed.make_target(regression, np.zeros([3, 5], np.float32), observed=OBS),
+         ValueError, r"regression failed after random variable 'w' at test_bad_inputs\.py:\d+ "
+         r"\(return .*einsum.*Expected dimension 5.*its arguments: x: float32 \[3, 5\]"),
+    case("target-discrete-latent", lambda t: ed.make_target(discrete_latent, observed=OBS),
+         ValueError, r"'k'.*discrete support"),
+    case("target-unnamed", lambda t: ed.make_target(unnamed_model, observed=OBS), ValueError,
+         r"Normal and no name="),
+    case("target-duplicate-name", lambda t: ed.make_target(duplicate_names, observed=OBS),
+         ValueError, r"'a'"),
+    case("target-python-if-on-latent",
+         lambda t: ed.make_target(python_if_on_latent, observed=OBS), TypeError, r"'mu'"),
+    case("target-stochastic-structure",
+         lambda t: ed.make_target(stochastic_structure, observed=OBS), ValueError,
+         r"change from run to run.*'extra': latent \[\] float32 then absent"),
+    case("target-poisson-negative-count",
+         lambda t: ed.make_target(poisson_model, observed={"y": np.array([1., -1., 2.])}),
+         ValueError, r"'y' is outside the support of its Poisson.*-1"),
+    case("target-poisson-fractional-count",
+         lambda t: ed.make_target(poisson_model, observed={"y": np.array([1., 1.5, 2.])}),
+         ValueError, r"'y'.*Poisson.*1\.5"),
+    case("target-halfnormal-negative",
+         lambda t: ed.make_target(lambda: ed.HalfNormal(tf.ones(2), name="h"),
+                                  observed={"h": np.array([1., -2.], np.float32)}),
+         ValueError, r"'h'.*-2"),
+    case("target-dtype-integer", lambda t: ed.make_target(normal_model, observed=OBS,
+                                                          dtype=tf.int32), (TypeError, ValueError),
+         r"dtype.*int32"),
+    case("target-dtype-unknown", lambda t: ed.make_target(normal_model, observed=OBS,
+                                                          dtype="float17"), (TypeError, ValueError),
+         r"float17"),
+    case("target-observed-factor",
+         lambda t: ed.make_target(factor_of_minus_infinity, observed={"penalty": 0.}),
+         (ValueError, TypeError), r"'penalty'"),
+    case("target-unnamed-factor",
+         lambda t: ed.make_target(lambda: (ed.Normal(0., 1., name="mu"), ed.Factor(1.))),
+         ValueError, r"with ed\.Factor and no name="),
+    case("target-nan-fixed-by-condition",
+         lambda t: ed.make_target(lambda: _in_block(ed.condition(mu=np.nan))), ValueError,
+         r"fixed inside the program for random variable 'mu' contains 1 non-finite"),
+    case("target-unknown-keyword", lambda t: ed.make_target(with_options, 0., observed=OBS,
+                                                            scael=2.), TypeError, r"scael"),
+
+    # ed.condition / ed.do.
+    case("condition-unknown-name",
+         lambda t: _in_block(ed.condition(mux=0.)), ValueError, r"ed\.condition.*'mux'"),
+    case("do-unknown-name", lambda t: _in_block(ed.do(mux=0.)), ValueError, r"ed\.do.*'mux'"),
+    case("condition-wrong-shape", lambda t: _in_block(ed.condition(mu=np.zeros(4))), ValueError,
+         r"'mu' has shape \[4\]"),
+    case("do-wrong-shape", lambda t: _in_block(ed.do(mu=np.zeros(4))), ValueError,
+         r"'mu' has shape \[4\]"),
+    case("do-string-value", lambda t: _in_block(ed.do(mu="zero")), TypeError, r"'mu'"),
+
+    # ed.mcmc.sample settings.
+    case("sample-chains-zero", lambda t: sample(chains=0), ValueError, r"chains"),
+    case("sample-chains-float", lambda t: sample(chains=2.5), (TypeError, ValueError),
+         r"chains.*2\.5"),
+    case("sample-chains-string", lambda t: sample(chains="4"), (TypeError, ValueError),
+         r"chains.*'4'"),
+    case("sample-chains-bool", lambda t: sample(chains=True), (TypeError, ValueError),
+         r"chains.*True"),
+    case("sample-warmup-negative", lambda t: sample(warmup=-1), ValueError, r"warmup.*-1"),
+    case("sample-draws-zero", lambda t: sample(draws=0), ValueError, r"draws.*0"),
+    case("sample-thin-zero", lambda t: sample(thin=0), ValueError, r"thin.*0"),
+    case("sample-thin-float", lambda t: sample(thin=1.5), ValueError, r"thin.*1\.5"),
+    case("sample-kernel-typo", lambda t: sample(kernel="nutz"), ValueError,
+         r"'nutz'.*nuts"),
+    case("sample-kernel-number", lambda t: sample(kernel=42), (TypeError, ValueError),
+         r"kernel.*42"),
+    case("sample-target-accept-above-one",
+         lambda t: sample(kernel=ed.mcmc.NUTS(target_accept=1.5)), ValueError,
+         r"target_accept.*1\.5"),
+    case("sample-target-accept-zero", lambda t: sample(kernel=ed.mcmc.HMC(target_accept=0.)),
+         ValueError, r"target_accept.*0"),
+    case("sample-leapfrog-zero", lambda t: sample(kernel=ed.mcmc.HMC(num_leapfrog_steps=0)),
+         ValueError, r"num_leapfrog_steps.*0"),
+    case("sample-tree-depth-huge", lambda t: sample(kernel=ed.mcmc.NUTS(max_tree_depth=100)),
+         ValueError, r"max_tree_depth.*100"),
+    case("sample-rwmh-negative-scale", lambda t: sample(kernel=ed.mcmc.RWMH(scale=-1.)),
+         ValueError, r"scale.*-1"),
+    case("sample-rwmh-target-accept-two", lambda t: sample(kernel=ed.mcmc.RWMH(target_accept=2)),
+         ValueError, r"RWMH target_accept.*\(0, 1\); got 2"),
+    case("sample-chees-negative-learning-rate",
+         lambda t: sample(kernel=ed.mcmc.ChEES(learning_rate=-1.)), ValueError,
+         r"ChEES learning_rate.*-1"),
+    case("sample-nuts-implementation-typo",
+         lambda t: sample(kernel=ed.mcmc.NUTS(implementation="stan")), ValueError,
+         r"NUTS implementation.*'stan'"),
+    case("sample-init-typo", lambda t: sample(init="unifrom"), ValueError,
+         r"init must be.*'unifrom'"),
+    case("sample-init-unknown-name", lambda t: sample(init={"mu": 0., "sigma": 1.}), ValueError,
+         r"\['sigma'\].*not latent"),
+    case("sample-init-missing-latent", lambda t: sample(regression, X, init={}), ValueError,
+         r"missing latent variable 'w'"),
+    case("sample-init-wrong-shape", lambda t: sample(regression, X, init={"w": np.zeros(3)}),
+         ValueError, r"'w' has shape \(3,\)"),
+    case("sample-init-outside-support", lambda t: sample(positive_model, init={"s": -1.}),
+         ValueError, r"\['s'\].*outside the support"),
+    case("sample-init-value-string", lambda t: sample(init={"mu": "zero"}), ValueError,
+         r"init value for 'mu' is not a number.*'zero'"),
+    case("sample-init-array-wrong-shape", lambda t: sample(init=np.zeros([3, 1])), ValueError,
+         r"\[chains, D\] = \[2, 1\]; got \[3, 1\]"),
+    case("sample-init-array-nan", lambda t: sample(init=np.full([2, 1], np.nan)), ValueError,
+         r"init array holds 2 NaN.*chain 0, latent 'mu'"),
+    case("sample-init-radius-zero", lambda t: sample(init_radius=0.), ValueError,
+         r"init_radius.*0"),
+    case("sample-init-radius-string", lambda t: sample(init_radius="2"), ValueError,
+         r"init_radius must be a positive number; got '2'"),
+    case("sample-seed-negative", lambda t: sample(seed=-1), ValueError, r"seed.*-1"),
+    case("sample-seed-float", lambda t: sample(seed=1.5), (TypeError, ValueError),
+         r"seed.*1\.5"),
+    case("sample-seed-string", lambda t: sample(seed="abc"), (TypeError, ValueError),
+         r"seed.*'abc'"),
+    case("sample-chunk-size-zero", lambda t: sample(chunk_size=0), ValueError,
+         r"chunk_size.*0"),
+    case("sample-step-size-negative", lambda t: sample(step_size=-0.1), ValueError,
+         r"step_size.*-0\.1"),
+    case("sample-step-size-string", lambda t: sample(step_size="big"), ValueError,
+         r"step_size must be a positive number; got 'big'"),
+    case("sample-adapt-metric-typo", lambda t: sample(adapt_metric="full"), ValueError,
+         r"adapt_metric.*'full'"),
+    case("sample-dense-unpooled", lambda t: sample(adapt_metric="dense", pooled=False),
+         ValueError, r"adapt_metric='dense'.*pooled"),
+    case("sample-pooled-typo", lambda t: sample(pooled="yes"), ValueError, r"pooled.*'yes'"),
+    case("sample-parallel-typo", lambda t: sample(parallel="rows"), ValueError,
+         r"parallel.*'rows'"),
+    case("sample-chain-groups-without-strategy", lambda t: sample(parallel="chain_groups"),
+         ValueError, r"chain_groups.*strategy"),
+    case("sample-strategy-typo", lambda t: sample(strategy="mirorred"), ValueError,
+         r"'mirorred'"),
+    case("sample-strategy-number", lambda t: sample(strategy=42), TypeError, r"strategy=.*42|int"),
+    case("sample-strategy-tpu-without-address", lambda t: sample(strategy="tpu"), ValueError,
+         r"strategy\('tpu'\) needs tpu="),
+    case("sample-max-init-tries-zero", lambda t: sample(max_init_tries=0), ValueError,
+         r"max_init_tries"),
+    case("sample-dtype-integer", lambda t: sample(dtype=tf.int32), (TypeError, ValueError),
+         r"int32"),
+    case("sample-callback-not-callable", lambda t: sample(callback="print"), TypeError,
+         r"callback"),
+    case("sample-keep-draws-string", lambda t: sample(keep_draws="no"), TypeError,
+         r"keep_draws.*'no'"),
+    case("sample-jit-compile-string", lambda t: sample(jit_compile="no"), TypeError,
+         r"jit_compile must be True or False; got 'no'"),
+    case("sample-observed-list", lambda t: sample(observed=[Y]), TypeError, r"observed="),
+    case("sample-model-not-callable", lambda t: ed.mcmc.sample("model", **MCMC), TypeError,
+         r"callable"),
+    case("sample-model-keyword-not-a-parameter", lambda t: sample(with_options, 0., scael=2.),
+         TypeError, r"'scael'.*scale"),
+    case("sample-discrete-latent", lambda t: sample(discrete_latent), ValueError,
+         r"'k'.*discrete"),
+    case("sample-no-latents", lambda t: sample(lambda: ed.Normal(0., 1., name="y"),
+                                               observed={"y": 0.}), ValueError,
+         r"no latent variables"),
+    case("sample-negative-sigma-data", lambda t: sample(scale_model, np.array([1., -1., 2.],
+                                                                             np.float32)),
+         ValueError, r"term of 'y'.*'scale' \(the program's argument 'sigma'\).*non-positive"),
+    case("sample-factor-minus-infinity",
+         lambda t: sample(factor_of_minus_infinity, observed=None), ValueError,
+         r"term of 'penalty'.*-inf"),
+    case("sample-observed-outside-latent-bounds",
+         lambda t: sample(bounds_from_latents, observed={"y": np.array([0., 5.], np.float32)}),
+         ValueError, r"term of 'y'.*outside the support of its TruncatedNormal"),
+    case("sample-flat-prior-init", lambda t: sample(flat_model, init="prior"),
+         NotImplementedError, r"'m'.*improper flat prior"),
+
+    # ed.vi.fit settings.
+    case("fit-family-typo", lambda t: fit(family="meanfeild"), ValueError,
+         r"'meanfeild'.*meanfield"),
+    case("fit-family-number", lambda t: fit(family=42), (TypeError, ValueError), r"family.*42"),
+    case("fit-realnvp-no-layers", lambda t: fit(family=ed.vi.RealNVP(layers=0)), ValueError,
+         r"layers.*0"),
+    case("fit-meanfield-negative-init-scale",
+         lambda t: fit(family=ed.vi.MeanField(init_scale=-1.)), ValueError,
+         r"init_scale.*-1"),
+    case("fit-steps-zero", lambda t: fit(steps=0), ValueError, r"steps.*0"),
+    case("fit-samples-zero", lambda t: fit(samples=0), ValueError, r"samples.*0"),
+    case("fit-learning-rate-negative", lambda t: fit(learning_rate=-0.1), ValueError,
+         r"learning_rate.*-0\.1"),
+    case("fit-learning-rate-string", lambda t: fit(learning_rate="fast"),
+         (TypeError, ValueError), r"learning_rate.*'fast'"),
+    case("fit-optimizer-string", lambda t: fit(optimizer="adam"), TypeError,
+         r"optimizer must be a Keras optimizer.*str"),
+    case("fit-batch-size-zero", lambda t: fit(batch_size=0), ValueError, r"batch_size.*0"),
+    case("fit-batch-size-above-n", lambda t: fit(batch_size=10), ValueError,
+         r"batch_size.*10.*3"),
+    case("fit-batch-size-and-dataset",
+         lambda t: fit(batch_size=2, dataset=tf.data.Dataset.from_tensor_slices(
+             {"y": Y}).batch(2)), ValueError, r"batch_size=.*dataset=.*not both"),
+    case("fit-dataset-a-list", lambda t: fit(dataset=[{"y": Y}]), TypeError,
+         r"dataset.*tf\.data\.Dataset.*list"),
+    case("fit-dataset-unknown-key",
+         lambda t: fit(dataset=tf.data.Dataset.from_tensor_slices({"why": Y}).batch(2)),
+         ValueError, r"'why'"),
+    case("fit-dataset-repeats-forever",
+         lambda t: fit(regression, dataset=tf.data.Dataset.from_tensor_slices(
+             {"x": X, "y": Y}).batch(2).repeat()), ValueError, r"dataset= repeats forever"),
+    case("fit-on-nonfinite-typo", lambda t: fit(on_nonfinite="ignore"), ValueError,
+         r"on_nonfinite.*'ignore'"),
+    case("fit-tol-string", lambda t: fit(tol="small"), ValueError,
+         r"tol must be a positive number or None; got 'small'"),
+    case("fit-init-radius-string", lambda t: fit(init_radius="2"), ValueError,
+         r"init_radius must be a positive number; got '2'"),
+    case("fit-tol-negative", lambda t: fit(tol=-1e-3), ValueError, r"tol.*-0\.001"),
+    case("fit-init-typo", lambda t: fit(init="zeros"), ValueError, r"init must be.*'zeros'"),
+    case("fit-init-missing", lambda t: fit(regression, X, init={}), ValueError,
+         r"missing \['w'\]"),
+    case("fit-init-outside-support", lambda t: fit(positive_model, init={"s": -1.}),
+         ValueError, r"'s'.*outside the support"),
+    case("fit-flat-prior-init", lambda t: fit(flat_model, init="prior"), NotImplementedError,
+         r"init='prior' cannot draw \['m'\].*improper flat prior"),
+    case("fit-warm-start-negative", lambda t: fit(family="fullrank", warm_start=-1), ValueError,
+         r"warm_start.*-1"),
+    case("fit-stl-with-iaf", lambda t: fit(regression, X, family="iaf", stl=True), ValueError,
+         r"stl=True.*'iaf'"),
+    case("fit-chunk-size-zero", lambda t: fit(chunk_size=0), ValueError, r"chunk_size.*0"),
+    case("fit-seed-negative", lambda t: fit(seed=-3), ValueError, r"seed.*-3"),
+    case("fit-init-radius-negative", lambda t: fit(init_radius=-1.), ValueError,
+         r"init_radius.*-1"),
+    case("fit-program-args-not-a-tuple",
+         lambda t: fit(family=lambda a: ed.Normal(0., 1., name="mu"), program_args=3), TypeError,
+         r"program_args must be a tuple.*int"),
+    case("fit-observed-list", lambda t: fit(observed=[Y]), TypeError, r"observed= must be a dict"),
+    case("fit-no-latents", lambda t: fit(lambda: ed.Normal(0., 1., name="y"),
+                                         observed={"y": 0.}), ValueError,
+         r"no latent variables"),
+    case("fit-discrete-latent", lambda t: fit(discrete_latent), ValueError, r"'k'.*discrete"),
+    case("fit-strategy-typo", lambda t: fit(strategy="mirorred"), ValueError, r"'mirorred'"),
+    case("fit-jit-compile-string", lambda t: fit(jit_compile="yes"), TypeError,
+         r"jit_compile must be True or False; got 'yes'"),
+    case("fit-callback-not-callable", lambda t: fit(callback=3), TypeError, r"callback"),
+    case("fit-keyword-typo", lambda t: fit(sampels=8), TypeError, r"'sampels'.*samples="),
+    case("fit-negative-sigma-data", lambda t: fit(scale_model, np.array([1., -1., 2.],
+                                                                       np.float32)),
+         ValueError, r"every step would be skipped.*term of 'y'.*'sigma'.*non-positive"),
+    case("fit-program-family-not-drawing-latents",
+         lambda t: fit(family=lambda: ed.Normal(0., 1., name="other")), ValueError,
+         r"'mu'|'other'"),
+
+    # ed.predictive / ed.prior_predictive.
+    case("predictive-not-a-posterior", lambda t: predictive("draws"), TypeError,
+         r"MCMCResult, a VIResult or a non-empty dict.*str"),
+    case("predictive-empty-dict", lambda t: predictive({}), TypeError, r"non-empty dict"),
+    case("predictive-unequal-draws",
+         lambda t: predictive({"mu": np.zeros(4), "nu": np.zeros(5)},
+                              lambda: ed.Normal(ed.Normal(0., 1., name="mu") +
+                                                ed.Normal(0., 1., name="nu"), 1., name="y")),
+         ValueError, r"leading.*'mu': 4.*'nu': 5"),
+    case("predictive-unknown-latent", lambda t: predictive({"mu": np.zeros(4),
+                                                            "sigma": np.zeros(4)}),
+         ValueError, r"\['sigma'\].*no such random variable"),
+    case("predictive-draws-of-wrong-shape", lambda t: predictive({"mu": np.zeros([4, 3])}),
+         ValueError, r"'mu'"),
+    case("predictive-new-input-nan",
+         lambda t: predictive({"w": np.zeros([4, 2], np.float32)}, regression,
+                              np.full([5, 2], np.nan, np.float32)), ValueError,
+         r"Argument 'x'.*non-finite"),
+    case("predictive-seed-negative", lambda t: predictive({"mu": np.zeros(4, np.float32)},
+                                                          seed=-1), ValueError, r"seed.*-1"),
+    case("predictive-dtype-integer", lambda t: predictive({"mu": np.zeros(4, np.float32)},
+                                                          dtype="int32"), TypeError,
+         r"dtype must be a floating dtype.*'int32'"),
+    case("prior-predictive-flat", lambda t: ed.prior_predictive(flat_model, draws=5),
+         NotImplementedError, r"'m'.*improper flat prior"),
+    case("prior-predictive-draws-zero", lambda t: ed.prior_predictive(normal_model, draws=0),
+         ValueError, r"draws.*0"),
+    case("prior-predictive-seed-negative",
+         lambda t: ed.prior_predictive(normal_model, draws=5, seed=-1), ValueError,
+         r"seed.*-1"),
+    case("prior-predictive-dtype", lambda t: ed.prior_predictive(normal_model, dtype="int32"),
+         (TypeError, ValueError), r"int32"),
+    case("prior-predictive-not-callable", lambda t: ed.prior_predictive(None), TypeError,
+         r"callable"),
+
+    # Strategies.
+    case("strategy-unknown-kind", lambda t: ed.distribute.strategy("gpus"), ValueError,
+         r"'gpus'.*mirrored"),
+    case("strategy-devices-for-default",
+         lambda t: ed.distribute.strategy("default", devices=["/cpu:0"]), ValueError,
+         r"devices=.*'default'"),
+    case("strategy-tpu-for-mirrored", lambda t: ed.distribute.strategy("mirrored", tpu="x"),
+         ValueError, r"tpu=.*'mirrored'"),
+    case("strategy-tpu-without-address", lambda t: ed.distribute.strategy("tpu"), ValueError,
+         r"tpu="),
+    case("strategy-timeout-string",
+         lambda t: ed.distribute.strategy("tpu", tpu="grpc://127.0.0.1:1", timeout="1m"),
+         ValueError, r"timeout.*'1m'"),
+    case("strategy-unknown-device",
+         lambda t: ed.distribute.strategy("mirrored", devices=["/device:CPU:97"]),
+         ValueError, r"devices= names \['/device:CPU:97'\].*this host does not have"),
+    case("strategy-devices-a-string",
+         lambda t: ed.distribute.strategy("mirrored", devices="/cpu:0"), ValueError,
+         r"devices= must be a non-empty list.*'/cpu:0'"),
+    case("strategy-logical-cpus-zero", lambda t: ed.distribute.logical_cpus(0), ValueError,
+         r"logical_cpus.*0"),
+    case("strategy-resolve-parallel-typo",
+         lambda t: ed.distribute.resolve("default", parallel="replicas"), ValueError,
+         r"parallel.*'replicas'"),
+
+    # Checkpoints.
+    case("checkpoint-dir-is-a-file-fit",
+         lambda t: fit(checkpoint_dir=_checkpoint_file(t)), NotADirectoryError, r"not_a_dir"),
+    case("checkpoint-meta-truncated-fit", lambda t: fit(checkpoint_dir=_corrupt_meta(t)),
+         ed.mcmc.CheckpointCorruptError, r"meta\.json.*delete"),
+    case("checkpoint-meta-truncated-sample", lambda t: sample(checkpoint_dir=_corrupt_meta(t)),
+         ed.mcmc.CheckpointCorruptError, r"meta\.json.*delete"),
+    case("checkpoint-meta-foreign", lambda t: sample(checkpoint_dir=_foreign_meta(t)),
+         (ed.mcmc.CheckpointCorruptError, ed.mcmc.CheckpointMismatchError), r"meta\.json"),
+    case("checkpoint-meta-is-a-directory",
+         lambda t: sample(checkpoint_dir=_meta_is_a_directory(t)),
+         (ed.mcmc.CheckpointCorruptError, IsADirectoryError), r"meta\.json"),
+    case("checkpoint-state-without-meta",
+         lambda t: fit(checkpoint_dir=_state_without_meta(t)), ed.mcmc.CheckpointCorruptError,
+         r"without meta\.json"),
+    case("checkpoint-lock-is-a-directory",
+         lambda t: sample(checkpoint_dir=_lock_is_a_directory(t)), ed.mcmc.CheckpointCorruptError,
+         r"lock .*ckpt/lock is a directory.*delete it"),
+    case("checkpoint-dir-number", lambda t: sample(checkpoint_dir=42), TypeError,
+         r"checkpoint_dir.*42"),
+]
+
+
+def _in_block(context):
+  with context:
+    return normal_model()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case, no_compiled_work, tmp_path):  # pylint: disable=redefined-outer-name
+  del no_compiled_work
+  with pytest.raises(case.error) as info:
+    case.call(str(tmp_path))
+  message = str(info.value)
+  assert re.search(case.pattern, message, re.S), (
+      f"{type(info.value).__name__}: {message!r} does not match {case.pattern!r}")
+
+
+def test_corpus_size_and_unique_ids():
+  assert len(CASES) >= 80
+  assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: sample(),
+    lambda: sample(parallel="data", strategy="default"),
+    lambda: fit(),
+    lambda: fit(regression, X, batch_size=2),
+    lambda: ed.prior_predictive(normal_model, draws=3),
+    lambda: predictive({"mu": np.zeros(3, np.float32)}),
+], ids=["sample", "sample-default-strategy", "fit", "fit-minibatch", "prior-predictive",
+        "predictive"])
+def test_the_guard_sees_the_compiled_work_of_valid_calls(call, no_compiled_work):  # pylint: disable=redefined-outer-name
+  # The hooks are the entry points: a valid call reaches them (so an error
+  # raised by a corpus case came before).
+  del no_compiled_work
+  with pytest.raises(CompiledWorkStarted):
+    call()
+
+
+def test_numpy_float64_draws_predict_with_a_float32_model():
+  # Fixed with the corpus: NumPy's float64 draws of a float32 program gave a
+  # raw TensorFlow dtype error; they now run in float32, as make_target's data.
+  out = ed.predictive(normal_model, {"mu": np.zeros(4)})
+  assert out["y"].shape == (4, 3) and out["y"].dtype == np.float32
