@@ -20,6 +20,7 @@ checked quantities of every failed run.
     cd /work/main && .venv/bin/python benchmarks/robustness_battery.py      # ~1.5 h on 2 cores
     .venv/bin/python benchmarks/robustness_battery.py --models linreg gp --chains 8 --seeds 0
     .venv/bin/python benchmarks/robustness_battery.py --list
+    /work/benchvenv/bin/python benchmarks/robustness_battery.py --numpyro-funnel --chains 4 8
 """
 
 import argparse
@@ -46,6 +47,8 @@ def parse_args(argv=None):
   parser.add_argument("--warmup", type=int, default=1000)
   parser.add_argument("--draws", type=int, default=1000)
   parser.add_argument("--list", action="store_true", help="list the models and exit")
+  parser.add_argument("--numpyro-funnel", action="store_true",
+                      help="run NumPyro's NUTS on the centred funnel (needs numpyro) and exit")
   return parser.parse_args(argv)
 
 
@@ -67,8 +70,40 @@ def fmt_row(out):
           f"{'pass' if out['passed'] else 'FAIL'}")
 
 
+def numpyro_funnel(args):
+  """The centred funnel in NumPyro (vectorized chains, 1000 + 1000 by
+  default): whether its failure is the model's parameterization."""
+  import jax
+  import jax.numpy as jnp
+  import numpyro
+  import numpyro.distributions as dist
+  from numpyro.diagnostics import summary
+  from numpyro.infer import MCMC, NUTS
+
+  def funnel():
+    v = numpyro.sample("v", dist.Normal(0., 3.))
+    numpyro.sample("x", dist.Normal(0., jnp.exp(v / 2.)).expand([9]))
+  print(f"NumPyro {numpyro.__version__}, centred funnel, reference v ~ N(0, 3)")
+  for target_accept in (0.8, 0.99):
+    for chains in args.chains:
+      for seed in args.seeds:
+        mcmc = MCMC(NUTS(funnel, target_accept_prob=target_accept), num_warmup=args.warmup,
+                    num_samples=args.draws, num_chains=chains, chain_method="vectorized",
+                    progress_bar=False)
+        mcmc.run(jax.random.PRNGKey(seed), extra_fields=("diverging",))
+        v = np.asarray(mcmc.get_samples(group_by_chain=True)["v"])
+        s = summary({"v": v})["v"]
+        print(f"target_accept {target_accept} chains {chains:3d} seed {seed}: v mean "
+              f"{s['mean']:5.2f} sd {s['std']:4.2f} R-hat {s['r_hat']:.3f} ESS "
+              f"{s['n_eff']:5.0f} divergences {int(np.sum(mcmc.get_extra_fields()['diverging']))}"
+              f" min v {v.min():.2f}", flush=True)
+
+
 def main(argv=None):
   args = parse_args(argv)
+  if args.numpyro_funnel:
+    numpyro_funnel(args)
+    return 0
   if args.list:
     for m in bm.MODELS.values():
       print(f"{m.name:18s} {m.stan}\n{'':18s} reference: {m.reference_kind}"
