@@ -17,7 +17,7 @@ after warmup and wall seconds (compile included in the first seed of each
 chain count); then a pass/fail table per model and chain count, and the
 checked quantities of every failed run.
 
-    cd /work/main && .venv/bin/python benchmarks/robustness_battery.py      # ~1.5 h on 2 cores
+    cd /work/main && .venv/bin/python benchmarks/robustness_battery.py      # ~1 h on 2 cores
     .venv/bin/python benchmarks/robustness_battery.py --models linreg gp --chains 8 --seeds 0
     .venv/bin/python benchmarks/robustness_battery.py --list
     /work/benchvenv/bin/python benchmarks/robustness_battery.py --numpyro-funnel --chains 4 8
