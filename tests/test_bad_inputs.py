@@ -31,6 +31,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
+from test_nonfinite import bounds_from_latents, minus_infinity_factor  # shared models
 
 sample_module = sys.modules["edward_lite.mcmc.sample"]  # shadowed by the function
 fit_module = sys.modules["edward_lite.vi.fit"]
@@ -120,17 +121,6 @@ def stochastic_structure():
   if _draws["n"] % 2:
     ed.Normal(0., 1., name="extra")
   return ed.Normal(mu * tf.ones(3), 1., name="y")
-
-
-def factor_of_minus_infinity():
-  mu = ed.Normal(0., 1., name="mu")
-  ed.Factor(tf.constant(-np.inf), name="penalty")
-  return mu
-
-
-def bounds_from_latents():
-  mu = ed.Normal(0., 5., name="mu")
-  return ed.TruncatedNormal(mu * tf.ones(2), 1., mu - 1., mu + 1., name="y")
 
 
 def with_options(x, scale=1.):
@@ -323,7 +313,7 @@ CASES = [
                                                           dtype="float17"), (TypeError, ValueError),
          r"float17"),
     case("target-observed-factor",
-         lambda t: ed.make_target(factor_of_minus_infinity, observed={"penalty": 0.}),
+         lambda t: ed.make_target(minus_infinity_factor, observed={"penalty": 0.}),
          (ValueError, TypeError), r"'penalty'"),
     case("target-unnamed-factor",
          lambda t: ed.make_target(lambda: (ed.Normal(0., 1., name="mu"), ed.Factor(1.))),
@@ -448,7 +438,7 @@ CASES = [
                                                                              np.float32)),
          ValueError, r"term of 'y'.*'scale' \(the program's argument 'sigma'\).*non-positive"),
     case("sample-factor-minus-infinity",
-         lambda t: sample(factor_of_minus_infinity, observed=None), ValueError,
+         lambda t: sample(minus_infinity_factor, observed=None), ValueError,
          r"term of 'penalty'.*-inf"),
     case("sample-observed-outside-latent-bounds",
          lambda t: sample(bounds_from_latents, observed={"y": np.array([0., 5.], np.float32)}),

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
+import battery_models as bm  # the shared kid-score data
 
 tfd = tfp.distributions
 
@@ -210,13 +211,6 @@ def test_factor_equals_the_observed_distribution():
   np.testing.assert_allclose(log_joint(y, mu=1., sigma=2.), expected, rtol=1e-5)
 
 
-def regression_data(n=434, seed=1):
-  rng = np.random.default_rng(seed)
-  hs = (rng.uniform(size=n) < 0.79) * 1.
-  iq = rng.normal(100., 15., n)
-  return hs, iq, 26. + 6. * hs + 0.56 * iq + rng.normal(0., 18., n)
-
-
 def flat_regression(hs, iq):
   b = ed.Flat(shape=3, name="b")
   sigma = ed.Flat(low=0., name="sigma")
@@ -226,7 +220,8 @@ def flat_regression(hs, iq):
 def test_flat_priors_give_the_analytic_student_t_posterior():
   """Flat priors on b and sigma: b | y is Student-t with N - 1 - p degrees
   of freedom, centred at least squares, covariance SSE / (nu - 2) (X'X)^-1."""
-  hs, iq, score = regression_data()
+  (hs, iq), score = bm.kid_score_data()
+  score = score["kid_score"]
   post = ed.mcmc.sample(flat_regression, hs, iq, observed={"score": score}, chains=4,
                         warmup=500, draws=500, seed=0, progress=False)
   x = np.stack([np.ones_like(hs), hs, iq], 1)

@@ -5,13 +5,7 @@ import numpy as np
 import pytest
 
 import edward_lite as ed
-
-
-def regression_data(n=434, seed=1):
-  rng = np.random.default_rng(seed)
-  hs = (rng.uniform(size=n) < 0.79) * 1.
-  iq = rng.normal(100., 15., n)
-  return hs, iq, 26. + 6. * hs + 0.56 * iq + rng.normal(0., 18., n)
+import battery_models as bm  # the shared kid-score data
 
 
 def kid_score(hs, iq):
@@ -33,7 +27,8 @@ def student_t_reference(hs, iq, score):
 
 @pytest.mark.parametrize("chains, seed", [(8, 0), (8, 1), (5, 2)])
 def test_default_adaptation_freezes_no_chain_on_a_flat_prior_regression(chains, seed):
-  hs, iq, score = regression_data()
+  (hs, iq), score = bm.kid_score_data()
+  score = score["kid_score"]
   post = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=chains,
                         warmup=500, draws=500, seed=seed, progress=False)
   assert post.stuck_chains() == []
@@ -50,7 +45,8 @@ def test_default_adaptation_freezes_no_chain_on_a_flat_prior_regression(chains, 
 def test_a_stuck_chain_under_one_pooled_step_size_is_named():
   """One chain started where sigma is tiny: with one step size tuned to the
   mean acceptance it never moves, and the summary names it."""
-  hs, iq, score = regression_data()
+  (hs, iq), score = bm.kid_score_data()
+  score = score["kid_score"]
   init = np.tile([26., 6., 0.56, np.log(18.)], (8, 1))
   init[4, 3] = np.log(0.05)
   init[:, :3] += np.random.default_rng(0).normal(0., 0.01, (8, 3))
