@@ -26,10 +26,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# edward_lite before TensorFlow: its import keeps TensorFlow's start-up logs quiet.
+import edward_lite as ed  # noqa: E402
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-
-import edward_lite as ed  # noqa: E402
 
 
 def logistic_regression(x):

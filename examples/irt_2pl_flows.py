@@ -52,11 +52,13 @@ import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# edward_lite before TensorFlow: its import keeps TensorFlow's start-up logs quiet.
+import edward_lite as ed  # noqa: E402
+
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import edward_lite as ed  # noqa: E402
 from edward_lite import diagnostics  # noqa: E402
 import irt_2pl  # noqa: E402
 

@@ -18,9 +18,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# edward_lite before TensorFlow: its import keeps TensorFlow's start-up logs quiet.
+import edward_lite as ed  # noqa: E402
+
 import numpy as np  # noqa: E402
 
-import edward_lite as ed  # noqa: E402
 
 LOCS = np.array([-2., 0., 3.2, 2.5], np.float32)
 SCALES = np.array([1.2, 1., 5., 2.8], np.float32)

@@ -36,11 +36,13 @@ import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# edward_lite before TensorFlow: its import keeps TensorFlow's start-up logs quiet.
+import edward_lite as ed  # noqa: E402
+
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
-import edward_lite as ed  # noqa: E402
 from edward_lite.summary import Summary  # noqa: E402
 
 tfd = tfp.distributions

@@ -44,13 +44,15 @@ import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# edward_lite before TensorFlow: its import keeps TensorFlow's start-up logs quiet.
+import edward_lite as ed  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-import edward_lite as ed  # noqa: E402
 import image_data  # noqa: E402
 
 __all__ = ["decoder_model", "encoder_program", "encode", "elbo", "make_networks", "make_step",
