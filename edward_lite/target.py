@@ -39,7 +39,7 @@ import tensorflow_probability as tfp
 
 from edward_lite.bijectors import support_bijector
 from edward_lite.control_flow import check_python_control_flow
-from edward_lite import dtypes, simulation, terms
+from edward_lite import dtypes, per_chain_gradient, simulation, terms
 from edward_lite.random_variable import DeferredValue, RandomVariable
 from edward_lite.support import check_observed_support
 from edward_lite.tracing import check_unique_name, trace
@@ -629,17 +629,12 @@ class Target:
     """
     one_chain_fn = one_chain_fn or (lambda s: self._run(s)[0])
 
-    def one_chain(s):
-      with tf.GradientTape() as tape:
-        tape.watch(s)
-        lp = one_chain_fn(s)
-      return lp, tape.gradient(lp, s, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-
     if not self.has_loops:
-      return tf.vectorized_map(one_chain, state)
+      return per_chain_gradient.vectorized_value_and_gradient(one_chain_fn, state)
     signature = (self._dtype or next(iter(state.values())).dtype,
                  {n: tf.TensorSpec(None, v.dtype) for n, v in state.items()})
-    return tf.map_fn(one_chain, state, fn_output_signature=signature)
+    return tf.map_fn(lambda s: per_chain_gradient.value_and_gradient(one_chain_fn, s),
+                     state, fn_output_signature=signature)
 
   @property
   def has_loops(self):
