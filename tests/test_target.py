@@ -719,3 +719,53 @@ def test_bernoulli_logits_term_equals_tfp_log_prob():
                                  rtol=1e-6 if dtype == np.float32 else 1e-12, atol=1e-6)
   by_probs = tfd.Bernoulli(probs=0.3)
   np.testing.assert_allclose(log_prob_term(by_probs, labels), by_probs.log_prob(labels))
+
+
+# -- per-chain gradients of matrix products ---------------------------------------------------
+
+
+@pytest.mark.parametrize("transpose_a,transpose_b", [(False, False), (False, True),
+                                                     (True, False), (True, True)])
+def test_row_form_matmul_gradient_equals_tensorflows(transpose_a, transpose_b):
+  from edward_lite import per_chain_gradient
+  rng = np.random.default_rng(4)
+  data = tf.constant(rng.normal(size=(6, 3)), tf.float32)
+
+  def one_chain(s):  # both operands depend on the chain, so both gradients are used
+    a = data * s["u"] if not transpose_a else tf.transpose(data * s["u"])
+    b = s["w"][:, None] * tf.ones([1, 2]) if not transpose_b else tf.ones([2, 1]) * s["w"]
+    return tf.reduce_sum(tf.sin(tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)))
+
+  state = {"u": tf.constant(rng.normal(size=(4,)), tf.float32),
+           "w": tf.constant(rng.normal(size=(4, 3)), tf.float32)}
+
+  @tf.function
+  def both(state):
+    return [tf.vectorized_map(lambda s: per_chain_gradient.value_and_gradient(one_chain, s, rows=r),
+                              state) for r in (True, False)]
+
+  (lp_rows, g_rows), (lp_tape, g_tape) = both(state)
+  np.testing.assert_allclose(lp_rows, lp_tape, rtol=1e-6)
+  for name in state:
+    np.testing.assert_allclose(g_rows[name], g_tape[name], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("chains", [3, 16])  # the row form (<= 8 chains) and TensorFlow's
+def test_logistic_regression_gradient_matches_the_closed_form(chains):
+  rng = np.random.default_rng(5)
+  x = rng.normal(size=(200, 7)).astype(np.float32)
+  y = (rng.uniform(size=200) < 0.5).astype(np.int32)
+
+  def model(x):
+    w = ed.Normal(tf.zeros(7), 1., name="w")
+    return ed.Bernoulli(logits=tf.linalg.matvec(x, w), name="y")
+
+  t = ed.make_target(model, x, observed={"y": y})
+  w = rng.normal(size=(chains, 7)).astype(np.float32)
+  lp, grad = tf.function(t.value_and_gradient_flat, jit_compile=True)(tf.constant(w))
+  logits = w.astype(np.float64) @ x.T.astype(np.float64)
+  expected_lp = (-0.5 * (w.astype(np.float64)**2).sum(1) - 3.5 * np.log(2 * np.pi) +
+                 (y * logits - np.logaddexp(0., logits)).sum(1))
+  expected_grad = -w + (y - 1. / (1. + np.exp(-logits))) @ x.astype(np.float64)
+  np.testing.assert_allclose(lp, expected_lp, rtol=1e-5)
+  np.testing.assert_allclose(grad, expected_grad, rtol=1e-4, atol=1e-3)
