@@ -33,6 +33,10 @@ Implementations (``--impls``):
 * ``edward_lite_tfp``  -- the same sampler with TFP's ``NoUTurnSampler`` as the
   transition kernel (``ed.mcmc.NUTS(implementation="tfp")``): the benchmark
   that decides which NUTS is the default.
+* ``edward_lite_pooled`` -- ``edward_lite`` with ``pooled=True`` (one step
+  size and one metric for all chains, the default before issue 17): what the
+  per-chain default costs or saves; ``edward_lite_pooled_metric`` with
+  ``pooled="metric"`` (per-chain step sizes, one metric from all chains).
 * ``numpyro``          -- NumPyro NUTS, ``chain_method="vectorized"``.
 * ``numpyro_parallel`` -- NumPyro NUTS, ``chain_method="parallel"`` (pmap) over
   the host CPU devices (``XLA_FLAGS=--xla_force_host_platform_device_count=2``
@@ -435,9 +439,9 @@ def _as_draws(d, model, warmup=0):
   return {name: np.asarray(d[name], np.float64)[warmup:] for name in model.params}
 
 
-def run_edward_lite(model, args, implementation="edward_lite"):
+def run_edward_lite(model, args, implementation="edward_lite", pooled=None):
   common = dict(observed=model.ed_observed, kernel=ed.mcmc.NUTS(implementation=implementation),
-                chains=args.chains, progress=False)
+                chains=args.chains, progress=False, pooled=pooled)
   start = time.perf_counter()
   ed.mcmc.sample(model.ed_fn, *model.ed_args, warmup=1, draws=1, seed=args.seed + 1, **common)
   compile_s = time.perf_counter() - start
@@ -462,6 +466,14 @@ def run_edward_lite(model, args, implementation="edward_lite"):
 
 def run_edward_lite_tfp(model, args):
   return run_edward_lite(model, args, implementation="tfp")
+
+
+def run_edward_lite_pooled(model, args):
+  return run_edward_lite(model, args, pooled=True)
+
+
+def run_edward_lite_pooled_metric(model, args):
+  return run_edward_lite(model, args, pooled="metric")
 
 
 def _run_numpyro(model, args, chain_method):
@@ -610,6 +622,8 @@ _STAN_CLEARED = set()
 IMPLS = {
     "edward_lite": run_edward_lite,
     "edward_lite_tfp": run_edward_lite_tfp,
+    "edward_lite_pooled": run_edward_lite_pooled,
+    "edward_lite_pooled_metric": run_edward_lite_pooled_metric,
     "numpyro": run_numpyro,
     "numpyro_parallel": run_numpyro_parallel,
     "tfp": run_tfp,
