@@ -18,10 +18,9 @@ which ``pfor`` batches by putting the chains in the *columns*:
 ``pfor`` puts the chains in the *rows*: ``[g_1 ... g_C]^T X`` with a
 ``[C, K]`` output, the layout of JAX's ``vmap(grad(...))``.  Under XLA on CPU
 which is faster depends on the number of chains: with the whole program
-around it, the row form is 1.3-2.5x faster at 2-8 chains and 1.3-2x slower
-from 16 or 64 chains on, where transposing the ``[N, C]`` forward product
-costs more than it saves (``benchmarks/matmul_gradient.py``, RESULTS
-section 13).  ``vectorized_value_and_gradient`` therefore uses the row form
+around it, the row form is faster at 2-8 chains and slower from 16 or 64
+chains on, where transposing the ``[N, C]`` forward product costs more than
+it saves (``benchmarks/matmul_gradient.py``, RESULTS section 13).  ``vectorized_value_and_gradient`` therefore uses the row form
 up to ``ROW_FORM_MAX_CHAINS`` chains and TensorFlow's own above; both are the
 same product, summed in another order.
 

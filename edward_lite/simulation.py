@@ -96,7 +96,7 @@ def map_draws(fn, values, seed=None, count=None, batch=BATCH):
       return tf.vectorized_map(one, (vals, seeds_))
     # Random draws with a seed per draw: pfor cannot batch TensorFlow's
     # stateless samplers over their seed and falls back to a while loop per
-    # op; one loop over the draws was 1.5-10x faster (RESULTS §10).
+    # op; one loop over the draws is faster (RESULTS §10).
     probe = one(({k: v[0] for k, v in vals.items()}, seeds_[0]))
     spec = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in probe.items()}
     return tf.map_fn(one, (vals, seeds_), fn_output_signature=spec, parallel_iterations=32)

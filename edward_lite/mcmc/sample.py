@@ -360,7 +360,7 @@ class _Program:
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
     (Tensors by dtype and shape, anything else by value): the polymorphic
-    ``tf.function`` call spends ~0.4 ms a call matching it."""
+    ``tf.function`` call is slow to match its arguments."""
     key = (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
                         for t in tf.nest.flatten(args))
     if key not in self._concrete:
