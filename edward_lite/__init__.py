@@ -31,3 +31,11 @@ from edward_lite.tracing import (get_next_interceptor, get_next_tracer, intercep
                                  interception, tape, trace, traceable)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+  # ``ed.plot`` is imported on first use: it needs matplotlib (an optional extra).
+  if name == "plot":
+    import importlib  # pylint: disable=import-outside-toplevel
+    return importlib.import_module("edward_lite.plot")
+  raise AttributeError(f"module 'edward_lite' has no attribute {name!r}")
