@@ -288,9 +288,12 @@ def train(strategy="default", epochs=8, batch_size=64, layers=2, heads=4, dim=64
   log(f"held-out {test_bits:.4f} bits/dim; {examples_per_s:.0f} examples/s")
 
   images = sample(network, samples, seed).reshape(-1, *size)
-  png = image_data.write_png_grid(out, images / (levels - 1)) if out else None
+  png = image_data.write_grid(
+      out, images / (levels - 1), labels="samples",
+      title=f"Image Transformer: {samples} samples (held-out {test_bits:.3f} bits/dim)"
+  ) if out else None
   if png:
-    log(f"wrote {samples} samples to {png}")
+    log(f"saved {samples} samples to {png}")
   return dict(bits_per_dim=history, test_bits_per_dim=test_bits,
               examples_per_s=examples_per_s, samples=images, png=png)
 

@@ -273,14 +273,17 @@ def train(mode="single", epochs=60, batch_size=64, latent_dim=8, hidden=128, dat
     result["pngs"] = write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed)
   if verbose:
     print(f"held-out ELBO {test_elbo:.3f} nats/image; {result['examples_per_s']:.0f} "
-          f"images/s ({mode}); " + ", ".join(result["pngs"]))
+          f"images/s ({mode})")
+    if result["pngs"]:
+      print("saved reconstructions and samples to " + " and ".join(result["pngs"]))
   return result
 
 
 def write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed, n=16):
-  """Writes ``reconstructions.png`` (rows of 8 held-out images, each followed
-  by a row of their decoded means E[x | z], z from q) and ``samples.png``
-  (decoded means of ``z ~ p(z)``); returns the paths."""
+  """Writes ``reconstructions.png`` (rows of 8 held-out images, labelled
+  "data", each followed by a row of their decoded means E[x | z], z from q,
+  labelled "reconstruction") and ``samples.png`` (decoded means of
+  ``z ~ p(z)``), titled figures 800 pixels wide; returns the paths."""
   os.makedirs(out, exist_ok=True)
   originals = test_images[:n]
   z = encoder_program(encoder, originals,
@@ -291,9 +294,14 @@ def write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed
     samples = decoder_model(decoder, n, latent_dim).distribution.probs_parameter().numpy()
   rows = [block[k:k + 8] for k in range(0, n, 8) for block in (originals, recon)]
   shape = [-1] + list(image_shape)
-  return [image_data.write_png_grid(os.path.join(out, "reconstructions.png"),
-                                    np.concatenate(rows).reshape(shape)),
-          image_data.write_png_grid(os.path.join(out, "samples.png"), samples.reshape(shape))]
+  return [image_data.write_grid(os.path.join(out, "reconstructions.png"),
+                                np.concatenate(rows).reshape(shape),
+                                labels=["data", "reconstruction"],
+                                title="VAE: held-out images and their reconstructions "
+                                      "E[x | z], z ~ q(z | x)"),
+          image_data.write_grid(os.path.join(out, "samples.png"), samples.reshape(shape),
+                                labels="samples",
+                                title="VAE: samples, E[x | z] of z ~ p(z)")]
 
 
 def add_flags(p, mode="single", epochs=60, batch_size=64, hidden=128, n_images=4096,

@@ -31,6 +31,12 @@ import vae  # noqa: E402
 
 tfd = tfp.distributions
 
+try:
+  import matplotlib  # noqa: F401  pylint: disable=unused-import
+  HAVE_MATPLOTLIB = True
+except ImportError:
+  HAVE_MATPLOTLIB = False
+
 PIXELS, LATENT, HIDDEN, BATCH = 64, 4, 16, 8
 SMALL = dict(epochs=4, batch_size=32, latent_dim=4, hidden=32, n_images=256, verbose=False)
 
@@ -112,6 +118,12 @@ def test_pngs_are_written(trained):
   for path in paths:
     with open(path, "rb") as f:
       assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    pixels = tf.io.decode_png(tf.io.read_file(path)).numpy()[..., :3] / 255.
+    height, width = pixels.shape[:2]
+    if HAVE_MATPLOTLIB:  # a titled figure with labelled rows, 800 pixels wide
+      assert width >= 600 and height >= 200, pixels.shape
+    assert pixels.var() > 0.02, pixels.var()  # images, not a blank page
+    assert np.mean(pixels.mean(-1) < 0.9) > 0.2  # a fifth of the page is images
 
 
 def test_data_parallel_step_equals_single_device_step(mirrored):
@@ -170,7 +182,17 @@ def test_launch_script_runs_on_cpu_fallback(tmp_path):
   proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
   assert proc.returncode == 0, proc.stderr[-2000:]
   assert "held-out ELBO" in proc.stdout
+  assert f"saved reconstructions and samples to {tmp_path}" in proc.stdout, proc.stdout
   assert sorted(os.listdir(tmp_path)) == ["reconstructions.png", "samples.png"]
+
+
+def test_grid_without_matplotlib_is_plain_and_says_so(tmp_path, monkeypatch, capsys):
+  monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # as if not installed
+  path = image_data.write_grid(str(tmp_path / "grid.png"), image_data.shapes(16),
+                               labels="samples", title="t")
+  assert "pip install 'edward_lite[plot]'" in capsys.readouterr().err
+  pixels = tf.io.decode_png(tf.io.read_file(path)).numpy()
+  assert pixels.shape == (4 * (2 * 9 + 1), 4 * (8 * 9 + 1), 1)  # the plain grid
 
 
 def test_batch_size_not_divisible_by_replicas_is_rejected(mirrored):
