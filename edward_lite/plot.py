@@ -278,11 +278,17 @@ def khat(fit_or_loo, path=None, **kwargs):
   fig = _figure(ax)
   k = np.asarray(loo.pareto_k).reshape(-1)
   good = float(getattr(loo, "good_k", KHAT_LIMIT) or KHAT_LIMIT)
+  draws = getattr(loo, "n_samples", None)
   for axis in np.ravel(ax):
     axis.set_xlabel("observation")
     axis.set_ylabel("Pareto k-hat")
+    if kwargs["show_hlines"]:
+      for level, text in ((good, f"{good:.2f}"), (1., "1")):
+        axis.annotate(text, (1., level), xycoords=("axes fraction", "data"), xytext=(3, 0),
+                      textcoords="offset points", va="center", fontsize=9, color="C1")
+  lowered = f" (0.7 lowered for {draws} draws)" if good < KHAT_LIMIT and draws else ""
   return _finish(fig, path, f"PSIS-LOO Pareto k-hat: {int(np.sum(k > good))} of {k.size} "
-                            f"observations above {good:.2f}")
+                            f"observations above {good:.2f}{lowered}")
 
 
 def _khat_vi(fit, path):
@@ -293,23 +299,26 @@ def _khat_vi(fit, path):
   fig, (left, right) = plt.subplots(1, 2, figsize=(9, 4.5), layout="constrained",
                                     gridspec_kw={"width_ratios": [1, 3]})
   top = max(1.2, k + 0.15) if np.isfinite(k) else 1.2
-  for low, high, color, label in ((-0.5, limit, "#d9f0d3", "reliable"),
+  bottom = min(-0.2, k - 0.15) if np.isfinite(k) else -0.2
+  for low, high, color, label in ((bottom, limit, "#d9f0d3", "reliable"),
                                   (limit, 1., "#fee8c8", "biased"),
                                   (1., top, "#f4cccc", "unusable")):
     left.axhspan(low, high, color=color, zorder=0)
-    left.text(0.95, (max(low, -0.2) + min(high, top)) / 2, label, ha="right", va="center",
+    left.text(-0.9, (low + high) / 2, label, ha="left", va="center",
               fontsize=9, color="0.35")
-  left.axhline(KHAT_LIMIT, color="C3", lw=1.5, ls="--", label="0.7")
+  left.axhline(KHAT_LIMIT, color="C3", lw=1.5, ls="--")
+  left.text(0.95, KHAT_LIMIT, "0.7", ha="right", va="bottom", fontsize=9, color="C3")
   if limit < KHAT_LIMIT:
-    left.axhline(limit, color="C1", lw=1., ls=":", label=f"{limit:.2f} at S={s}")
-  left.plot([0.], [k if np.isfinite(k) else top], "o", color="k", ms=10,
-            label=f"k-hat {k:.2f}")
+    left.axhline(limit, color="C1", lw=1., ls=":")
+    left.text(0.95, limit, f"{limit:.2f} (S={s})", ha="right", va="top", fontsize=8,
+              color="C1")
+  left.plot([0.4], [min(k, top - 0.05) if np.isfinite(k) else top - 0.05], "o", color="k",
+            ms=10)
   left.set_xlim(-1., 1.)
-  left.set_ylim(-0.2, top)
+  left.set_ylim(bottom, top)
   left.set_xticks([])
   left.set_ylabel("Pareto k-hat")
   left.set_title(f"k-hat {k:.2f}")
-  left.legend(loc="upper left", fontsize=8)
   log_w = sample.log_weights[np.isfinite(sample.log_weights)]
   if log_w.size:
     right.hist(log_w - log_w.max(), bins=60, color="C0", alpha=0.8)
