@@ -196,7 +196,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                  num_examples=getattr(batches, "num_examples", None), init=init,
                  init_radius=init_radius, progress=progress, jit_compile=jit_compile,
                  strategy=strategy, parallel=parallel, dtype=dtype, **kwargs)
-      loc, scale = warm.params["loc"], np.logaddexp(0., warm.params["scale"])  # softplus
+      raw = warm.raw_params
+      loc, scale = raw["loc"], np.logaddexp(0., raw["scale"])  # softplus
     surrogate = FlatSurrogate(fam, target, loc, scale)
   optimizer.build(surrogate.variables)
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from edward_lite import psis, runtime
 from edward_lite.summary import Summary, interactive, select_names
+from edward_lite.vi.families import FullRank, MeanField
 
 __all__ = ["VIResult", "ImportanceSample"]
 
@@ -59,10 +60,42 @@ class VIResult:
   # -- the surrogate --------------------------------------------------------------
 
   @property
-  def params(self):
-    """The fitted variational parameters: dict name -> NumPy array."""
+  def raw_params(self):
+    """The surrogate's trainable variables as the optimizer sees them: dict
+    name -> NumPy array.  Flat families: ``loc`` and ``scale`` (before the
+    softplus) over the flat unconstrained vector, ``scale_tril`` (full-rank:
+    the free strict lower triangle), the flows' network weights; a
+    variational program: its variables by TensorFlow name."""
     return {name: np.asarray(v)
             for name, v in self._surrogate.named(self._surrogate.variables).items()}
+
+  @property
+  def params(self):
+    """The fitted variational parameters by latent name: the surrogate's
+    mean and (positive) standard deviation, not the raw variables.
+
+    Mean-field and full-rank families: dict latent name -> ``{"loc": ...,
+    "scale": ...}``, NumPy arrays in the latent's *unconstrained* shape, on
+    the unconstrained space of that latent (where the surrogate is Gaussian;
+    the latent's bijector maps it to the support: softplus for a Gamma or
+    HalfNormal, for example).  ``loc`` is the mean there and ``scale`` the
+    standard deviation (positive; full-rank: the marginal standard deviation
+    ``sqrt(diag(L L^T))``).  Full-rank fits also give ``"scale_tril"``: the
+    lower-triangular ``L[D, D]`` of the covariance over the flat
+    unconstrained vector, latents in program order, each flattened row-major
+    (the key gets a leading underscore if a latent is called
+    ``scale_tril``).  For constrained draws use ``fit.sample(n)``.
+
+    Flows (RealNVP, MAF, IAF) and variational programs: the raw variables,
+    as ``raw_params`` (a flow's location and scale act on the output of its
+    layers, so they are not the surrogate's mean and sd).
+    """
+    raw = self.raw_params
+    if not isinstance(self.family, (MeanField, FullRank)):
+      return raw
+    return gaussian_params(raw, {n: i.unconstrained_shape.as_list()
+                                 for n, i in self.target.latents.items()},
+                           full_rank=isinstance(self.family, FullRank))
 
   def _draw_batch(self, seed, weights):
     state, log_q = self._surrogate.draw(BATCH, seed)
@@ -260,3 +293,29 @@ class VIResult:
 
   def __repr__(self):
     return f"<{self._describe()}>"
+
+
+def gaussian_params(raw, latents, full_rank):
+  """``VIResult.params`` of a Gaussian family from its raw parameters and
+  the latents' unconstrained shapes (dict name -> shape, program order)."""
+  loc = np.asarray(raw["loc"])
+  dtype = loc.dtype
+  scale = np.logaddexp(0., np.asarray(raw["scale"], np.float64))  # softplus
+  tril = None
+  if full_rank:
+    unit = np.tril(np.asarray(raw["scale_tril"], np.float64), -1) + np.eye(len(loc))
+    tril = scale[:, None] * unit
+    scale = np.sqrt(np.sum(tril**2, axis=1))
+  out, start = {}, 0
+  for name, shape in latents.items():
+    size = int(np.prod(shape, dtype=np.int64))
+    part = slice(start, start + size)
+    out[name] = {"loc": loc[part].reshape(shape),
+                 "scale": scale[part].reshape(shape).astype(dtype)}
+    start += size
+  if tril is not None:
+    key = "scale_tril"
+    while key in out:
+      key = "_" + key
+    out[key] = tril.astype(dtype)
+  return out
