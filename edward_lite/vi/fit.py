@@ -292,7 +292,19 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                   full_log_prob=full_log_prob,
                   elbo=np.concatenate(elbo_chunks) if elbo_chunks else np.zeros([0]),
                   steps=step, samples=samples, converged=converged, nonfinite=nonfinite,
-                  timings=timings, seed=seed)
+                  timings=timings, seed=seed, settings=dict(
+                      family=_describe_family(family, fam), steps=steps, samples=samples,
+                      seed=seed, learning_rate=learning_rate, stl=bool(stl),
+                      batch_size=batch_size, tol=tol,
+                      init=init if isinstance(init, str) else "dict",
+                      init_radius=float(init_radius), warm_start=warm_start,
+                      on_nonfinite=on_nonfinite, chunk_size=chunk,
+                      jit_compile=bool(jit_compile), optimizer=_describe(optimizer),
+                      dtype=None if dtype is None else tf.as_dtype(dtype).name,
+                      dataset=dataset is not None,
+                      num_examples=getattr(batches, "num_examples", None),
+                      strategy=None if strategy is None else type(strategy).__name__,
+                      parallel=parallel))
 
 
 def _target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples,

@@ -41,12 +41,21 @@ class VIResult:
       about steps skipped for a non-finite ELBO or gradient.
     timings: ``compile_s`` (the first chunk, compile included), ``train_s``
       (the other chunks), ``steps_per_s`` (steady state: the other chunks).
+    settings: the fit's settings (family, steps asked for, samples, seed,
+      learning rate, ...), JSON-able.
     target: the model target (``ed.make_target``).
+
+  ``save(path)`` writes the fit to one ``.npz`` (no pickle) and
+  ``ed.load(path, model, *args)`` reads it back (``edward_lite.persistence``).
   """
 
   def __init__(self, target, surrogate, family, elbo, steps, samples, converged, nonfinite,
-               timings, seed, full_log_prob=None):
+               timings, seed, full_log_prob=None, settings=None, needs=None):
     self.target, self._surrogate, self.family = target, surrogate, family
+    self.settings = dict(settings or {})
+    # A loaded fit: None, or the sentence saying what to pass to ed.load to
+    # draw from the surrogate (the surrogate then holds saved arrays only).
+    self._needs = needs
     self.elbo, self.steps, self.samples = elbo, steps, samples
     self.converged, self.nonfinite, self.timings = converged, nonfinite, timings
     self._seed = seed
@@ -97,6 +106,18 @@ class VIResult:
                                  for n, i in self.target.latents.items()},
                            full_rank=isinstance(self.family, FullRank))
 
+  def save(self, path):
+    """Writes the fit to ``path`` (one ``.npz``: arrays and a JSON header, no
+    pickle): the ELBO trace, family, steps, settings, the surrogate's
+    variables and the observed data.  ``ed.load(path, model, *args)`` reads
+    it back.  Returns the path written."""
+    from edward_lite import persistence  # pylint: disable=g-import-not-at-top
+    return persistence.save(self, path)
+
+  def _check_surrogate(self):
+    if self._needs is not None:
+      raise ValueError(self._needs)
+
   def _draw_batch(self, seed, weights):
     state, log_q = self._surrogate.draw(BATCH, seed)
     values = self._surrogate.constrained(self.target, state)
@@ -109,6 +130,7 @@ class VIResult:
   def _draw(self, n, seed, weights, call=0):
     """``n`` draws (constrained dict) and their log weights (or log q); the
     ``call``-th unseeded call gets its own stream."""
+    self._check_surrogate()
     n = runtime.check_integer("n", n, 1)
     base = tf.constant(runtime.seed_pair(self._seed if seed is None else seed), tf.int32)
     stream = tf.random.experimental.stateless_fold_in(base, 0x51 if weights else 0x52)
@@ -139,6 +161,7 @@ class VIResult:
   def log_prob(self, values):
     """Log density of the surrogate at constrained values (dict name ->
     ``[n, *shape]``), on the constrained space: NumPy ``[n]``."""
+    self._check_surrogate()
     values = {n: values[n] for n in self.target.names}
     return self._surrogate.log_prob(self.target, values).numpy()
 
@@ -262,6 +285,7 @@ class VIResult:
     or at new program arguments: ``ed.predictive(program, self, *args,
     draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``."""
     from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
+    self._check_surrogate()
     return predictive(self.target._program, self, *args, draws=draws,  # pylint: disable=protected-access
                       seed=self._seed if seed is None else seed, **kwargs)
 
