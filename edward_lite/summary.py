@@ -1,12 +1,19 @@
 """A posterior summary table shared by the MCMC and VI results, and the
-selection arguments of ``summary()`` (after ArviZ's ``az.summary``)."""
+selection arguments of ``summary()`` (after ArviZ's ``az.summary``).
+
+``summary()`` returns a ``pandas.DataFrame`` (one row per scalar, indexed by
+label, as ArviZ's) when pandas is installed, else a ``Summary`` whose
+``repr`` is the table; both answer ``table.loc["mu", "mean"]``,
+``table.loc["mu"]["mean"]``, ``table.index`` and ``len(table)``.
+"""
 
 import re
 import sys
+import warnings
 
 import numpy as np
 
-__all__ = ["Summary", "COLUMNS", "select_names", "hdi", "interactive"]
+__all__ = ["Summary", "COLUMNS", "select_names", "hdi", "interactive", "present"]
 
 COLUMNS = ("mean", "sd", "mcse_mean", "q5", "q50", "q95", "ess_bulk", "ess_tail", "r_hat")
 
@@ -39,6 +46,16 @@ class Summary:
   def __getitem__(self, label):
     return self._index[label]
 
+  @property
+  def index(self):
+    """The row labels, in order (as a DataFrame's index)."""
+    return [label for label, _ in self.rows]
+
+  @property
+  def loc(self):
+    """``loc[label]`` (a row's dict) and ``loc[label, column]``, as a DataFrame's."""
+    return _Loc(self._index)
+
   def __iter__(self):
     return iter(self.rows)
 
@@ -68,6 +85,41 @@ class Summary:
     return "\n".join(lines + [f"WARNING: {n}" for n in self.notes])
 
   __repr__ = __str__
+
+
+class _Loc:
+
+  def __init__(self, index):
+    self._index = index
+
+  def __getitem__(self, key):
+    if isinstance(key, tuple):
+      label, column = key
+      return self._index[label][column]
+    return self._index[key]
+
+
+def present(table, print_table, header=None):
+  """What ``summary()`` prints and returns.
+
+  Printed (``header``, the table, its warnings) when ``print_table`` is True,
+  or None outside an interactive session; otherwise the warnings are issued
+  as ``RuntimeWarning`` and the returned table shows itself.  Returns the
+  table as a ``pandas.DataFrame`` (notes in ``attrs["notes"]``) when pandas
+  is installed, else the ``Summary``.
+  """
+  if print_table or (print_table is None and not interactive()):
+    if header:
+      print(header)
+    print(table)  # warnings included
+  else:
+    for note in table.notes:
+      warnings.warn(note, RuntimeWarning, stacklevel=3)
+  try:
+    import pandas  # pylint: disable=g-import-not-at-top,unused-import
+  except ImportError:
+    return table
+  return table.to_dataframe()
 
 
 def select_names(names, var_names=None, filter_vars=None):

@@ -32,7 +32,6 @@ shorter series with 200 + 200 iterations, so its posteriors are wider
 
 import argparse
 import os
-import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -43,7 +42,6 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
-from edward_lite.summary import Summary  # noqa: E402
 
 tfd = tfp.distributions
 
@@ -148,11 +146,6 @@ def hmm(num_steps, num_states=3):
 # -- running --------------------------------------------------------------------------
 
 
-def _subtable(table, prefixes):
-  return Summary([(label, row) for label, row in table.rows
-                  if label.split("[")[0] in prefixes], table.notes)
-
-
 def _against_truth(params, truth):
   """A table of posterior mean, sd, 5% and 95% quantiles next to the truth."""
   lines = [f"{'':12s}{'truth':>9s}{'mean':>9s}{'sd':>9s}{'q5':>9s}{'q95':>9s}"]
@@ -196,10 +189,7 @@ def fit_sv(num_steps, settings):
                              kernel=ed.mcmc.NUTS(target_accept=0.99), dtype=tf.float64,
                              **settings)
   _header(f"Stochastic volatility, T={num_steps}", posterior)
-  with warnings.catch_warnings():  # printed with the table below
-    warnings.simplefilter("ignore")
-    table = posterior.summary(print_table=False)
-  print(_subtable(table, ("mu", "phi", "sigma")))
+  posterior.summary(var_names=["mu", "phi", "sigma"], print_table=True)  # warnings: every variable
   print(f"(h_std and h: {num_steps} rows each)")
   d = posterior.draws
   lo, hi = np.quantile(d["h"], [0.05, 0.95], axis=(0, 1))

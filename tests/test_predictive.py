@@ -1,6 +1,8 @@
 """ed.Deterministic, prior and posterior predictive draws, pointwise
 log-likelihood and LOO through ArviZ, against analytic answers (issue 13)."""
 
+import sys
+
 import numpy as np
 import pytest
 from scipy import special, stats
@@ -44,7 +46,7 @@ def test_deterministic_is_kept_with_the_draws_and_summarized(fit):
   assert "mu[11]" in str(table)
   # The analytic posterior mean of mu_11 = a + b x_11, within 4 MCSE.
   mean, _ = gaussian_posterior(X, Y.astype(np.float64))
-  row = table["mu[11]"]
+  row = table.loc["mu[11]"]
   assert abs(row["mean"] - (mean[0] + mean[1] * X[11])) < 4 * row["mcse_mean"]
 
 
@@ -190,29 +192,44 @@ def test_model_comparison_example_prefers_the_true_model(tmp_path):
 
 def test_summary_selects_variables_adds_hdi_and_rounds(fit):
   table = fit.summary(var_names=["a", "mu"], print_table=False)
-  assert [label for label, _ in table] == ["a"] + [f"mu[{i}]" for i in range(12)]
-  assert [l for l, _ in fit.summary(var_names="~mu", print_table=False)] == ["a", "b"]
+  assert list(table.index) == ["a"] + [f"mu[{i}]" for i in range(12)]
+  assert list(fit.summary(var_names="~mu", print_table=False).index) == ["a", "b"]
   like = fit.summary(var_names=["m"], filter_vars="like", print_table=False)
   assert len(like) == 12
   regex = fit.summary(var_names=[r"^[ab]$"], filter_vars="regex", print_table=False)
-  assert [l for l, _ in regex] == ["a", "b"]
+  assert list(regex.index) == ["a", "b"]
   with pytest.raises(ValueError, match="'c' matches no variable; the variables are"):
     fit.summary(var_names=["c"], print_table=False)
   # The 90% HDI of a, computed by brute force over all windows of the sorted draws.
-  rounded = fit.summary(var_names="a", hdi_prob=0.9, round_to=2, print_table=False)["a"]
+  rounded = fit.summary(var_names="a", hdi_prob=0.9, round_to=2, print_table=False).loc["a"]
   x = np.sort(fit.draws["a"].ravel())
   width = int(np.ceil(0.9 * x.size))
   start = np.argmin(x[width:] - x[:x.size - width])
   assert rounded["hdi_low"] == round(float(x[start]), 2)
   assert rounded["hdi_high"] == round(float(x[start + width]), 2)
   assert rounded["mean"] == round(float(fit.draws["a"].mean()), 2)
-  frame = fit.summary(var_names="b", print_table=False).to_dataframe()
+  pd = pytest.importorskip("pandas")
+  frame = fit.summary(var_names="b", print_table=False)
+  assert isinstance(frame, pd.DataFrame)
   assert list(frame.index) == ["b"] and frame.loc["b", "r_hat"] < 1.01
+
+
+def test_summary_without_pandas_is_a_table_with_the_same_loc(fit, monkeypatch):
+  pytest.importorskip("pandas")
+  frame = fit.summary(print_table=False)
+  monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas -> ImportError
+  table = fit.summary(print_table=False)
+  assert not hasattr(table, "iloc") and list(table.index) == list(frame.index)
+  for label in frame.index:
+    for column in frame.columns:
+      assert table.loc[label, column] == pytest.approx(frame.loc[label, column], nan_ok=True)
+  assert table.loc["a"]["mean"] == frame.loc["a"]["mean"]
+  assert repr(table).splitlines()[1].startswith("a ")
 
 
 def test_summary_in_an_interactive_session_shows_once(fit, monkeypatch, capsys):
   import warnings  # pylint: disable=g-import-not-at-top
-  from edward_lite.mcmc import results  # pylint: disable=g-import-not-at-top
+  from edward_lite import summary as results  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(results, "interactive", lambda: True)
   with warnings.catch_warnings():
     warnings.simplefilter("error")

@@ -1,12 +1,11 @@
 """The result of ``ed.mcmc.sample``: draws, sampler statistics, summary."""
 
-import warnings
 
 import numpy as np
 
 from edward_lite import diagnostics
 from edward_lite.mcmc import streaming
-from edward_lite.summary import COLUMNS, Summary, hdi, interactive, select_names
+from edward_lite.summary import COLUMNS, Summary, hdi, present, select_names
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -103,12 +102,13 @@ class MCMCResult:
         interval of this probability (needs kept draws).
       round_to: decimals of every value.
       print_table: print the table and its warnings (default: yes, except in
-        an interactive session, where the returned table shows itself); with
-        False the warnings are issued as ``RuntimeWarning``.
+        an interactive session, where the returned table shows itself);
+        otherwise the warnings are issued as ``RuntimeWarning``.
 
     Returns:
-      A ``Summary`` (``summary["mu"]`` is a row's dict;
-      ``.to_dataframe()`` gives a ``pandas.DataFrame``).
+      A ``pandas.DataFrame`` indexed by label (``table.loc["mu", "mean"]``;
+      the warnings in ``table.attrs["notes"]``), or without pandas a
+      ``Summary`` that answers the same ``loc`` and ``index``.
     """
     rows, shown = [], []
     names = self.target.names + (self.target.deterministic_names if self.draws else ())
@@ -128,13 +128,7 @@ class MCMCResult:
         if name in keep:
           shown.append(row)
     notes = self._warnings(rows)
-    table = Summary(shown, notes, columns=columns, round_to=round_to)
-    if print_table or (print_table is None and not interactive()):
-      print(table)  # warnings included
-    elif print_table is False:  # (interactive: the returned table shows them)
-      for note in notes:
-        warnings.warn(note, RuntimeWarning, stacklevel=2)
-    return table
+    return present(Summary(shown, notes, columns=columns, round_to=round_to), print_table)
 
   def _stats(self, name):
     if self.draws is not None:

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite import psis, runtime
-from edward_lite.summary import Summary, interactive, select_names
+from edward_lite.summary import Summary, present, select_names
 from edward_lite.vi.families import FullRank, MeanField
 
 __all__ = ["VIResult", "ImportanceSample"]
@@ -246,7 +246,8 @@ class VIResult:
     """Per scalar: mean, sd and 5/50/95% quantiles of the surrogate, and the
     PSIS-weighted posterior mean and sd; notes on k-hat, skipped steps and
     convergence.  ``var_names``, ``filter_vars``, ``round_to`` and
-    ``print_table`` as ``MCMCResult.summary``.  Returns a ``Summary``."""
+    ``print_table`` as ``MCMCResult.summary``.  Returns a ``pandas.DataFrame``
+    (without pandas a ``Summary``), as ``MCMCResult.summary``."""
     sample = self._ensure_importance()
     weights = np.exp(sample.smoothed_log_weights)
     rows = []
@@ -269,16 +270,11 @@ class VIResult:
       notes.append(f"{self.nonfinite['skipped']} steps were skipped for a non-finite ELBO "
                    f"(first at step {self.nonfinite['first_step']}: "
                    f"{self.nonfinite['reason']})")
-    table = Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to)
-    if print_table or (print_table is None and not interactive()):
-      print(f"{self._describe()}; Pareto k-hat {sample.k_hat:.2f} "
-            f"(threshold {psis.khat_threshold(s):.2f}), importance ESS {sample.ess:.0f} "
-            f"of {s}")
-      print(table)
-    elif print_table is False:  # (interactive: the returned table shows them)
-      for note in notes:
-        warnings.warn(note, RuntimeWarning, stacklevel=2)
-    return table
+    header = (f"{self._describe()}; Pareto k-hat {sample.k_hat:.2f} "
+              f"(threshold {psis.khat_threshold(s):.2f}), importance ESS {sample.ess:.0f} "
+              f"of {s}")
+    return present(Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to), print_table,
+                   header)
 
   def posterior_predictive(self, *args, draws=1000, seed=None, **kwargs):
     """Posterior predictive draws from ``draws`` surrogate draws, at the data
