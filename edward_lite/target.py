@@ -100,6 +100,14 @@ def _is_array_like(x):
           hasattr(x, "__array__")) and not isinstance(x, str)
 
 
+def _is_foreign_array(x):
+  """An array of another library (pandas, xarray, ...) that NumPy can read:
+  not a NumPy or TensorFlow value, a Python sequence or a random variable."""
+  return (hasattr(x, "__array__") and not tf.is_tensor(x) and
+          not isinstance(x, (np.ndarray, np.generic, list, tuple, str, tf.Variable,
+                             RandomVariable)))
+
+
 def _check_finite(what, value):
   """Raises ValueError if a numeric, eager value holds NaN or infinity."""
   if isinstance(value, RandomVariable):
@@ -206,6 +214,8 @@ class Target:
           _check_finite(f"Argument '{vname}' of the program", v)
 
     def convert(v):
+      if _is_foreign_array(v):  # a pandas Series or DataFrame, ...: its values
+        v = np.asarray(v)
       if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "fiubc":
         return tf.convert_to_tensor(dtypes.cast_data(v, float_dtype) if float_dtype else v)
       return v

@@ -769,3 +769,22 @@ def test_logistic_regression_gradient_matches_the_closed_form(chains):
   expected_grad = -w + (y - 1. / (1. + np.exp(-logits))) @ x.astype(np.float64)
   np.testing.assert_allclose(lp, expected_lp, rtol=1e-5)
   np.testing.assert_allclose(grad, expected_grad, rtol=1e-4, atol=1e-3)
+
+
+def test_pandas_columns_are_data_like_numpy_arrays():
+  pd = pytest.importorskip("pandas")
+  rng = np.random.default_rng(6)
+  frame = pd.DataFrame({"x": rng.normal(size=30), "y": rng.normal(size=30)})  # float64
+
+  def regression(x):
+    b = ed.Normal(0., 1., name="b")
+    return ed.Normal(x * tf.exp(0. * b) * b, 1., name="y")  # the column on the left
+
+  state = {"b": tf.constant([0.3, -1.2])}
+  from_pandas = ed.make_target(regression, frame.x, observed={"y": frame["y"]})
+  from_numpy = ed.make_target(regression, frame.x.to_numpy(np.float32),
+                              observed={"y": frame["y"].to_numpy(np.float32)})
+  np.testing.assert_allclose(from_pandas.log_prob(state), from_numpy.log_prob(state), rtol=1e-6)
+  expected = [np.sum(-0.5 * (frame.y - b * frame.x)**2) - 0.5 * b**2 - 31 * 0.5 * np.log(2 * np.pi)
+              for b in (0.3, -1.2)]
+  np.testing.assert_allclose(from_pandas.log_prob(state), expected, rtol=1e-5)
