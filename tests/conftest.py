@@ -9,3 +9,24 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import edward_lite as ed  # pylint: disable=wrong-import-position
 
 LOGICAL_CPUS = ed.distribute.logical_cpus(4)
+
+
+# -- the fast tier ---------------------------------------------------------------------------
+# ``pytest -m "not slow"`` runs the fast tier; the default command runs
+# everything.  A test is slow when it is named in ``slow_tests.txt`` (one
+# ``file::test`` per line, parameters left out; the tests that took over 3 s
+# on the 2-core CI-class machine), or marked ``@pytest.mark.slow``.
+
+def _slow_tests():
+  path = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+  with open(path) as f:
+    return {line.split("#")[0].strip() for line in f} - {""}
+
+
+def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+  import pytest  # pylint: disable=g-import-not-at-top
+  slow = _slow_tests()
+  for item in items:
+    path, _, name = item.nodeid.partition("::")
+    if f"{os.path.basename(path)}::{name.split('[')[0]}" in slow:
+      item.add_marker(pytest.mark.slow)
