@@ -101,9 +101,11 @@ def _is_array_like(x):
 
 
 def _is_foreign_array(x):
-  """An array of another library (pandas, xarray, ...) that NumPy can read:
-  not a NumPy or TensorFlow value, a Python sequence or a random variable."""
-  return (hasattr(x, "__array__") and not tf.is_tensor(x) and
+  """An array of another library that NumPy can read (a pandas Series, an
+  xarray DataArray, ...): not a NumPy or TensorFlow value, a Python sequence,
+  a random variable, or a table the program indexes by column name (a
+  pandas DataFrame)."""
+  return (hasattr(x, "__array__") and not hasattr(x, "columns") and not tf.is_tensor(x) and
           not isinstance(x, (np.ndarray, np.generic, list, tuple, str, tf.Variable,
                              RandomVariable)))
 
