@@ -22,8 +22,8 @@ Steps:
    posterior sd``: the max, the mean and the fraction within 0.2 sd, for the
    PSIS-weighted means and for the flow's own (unweighted) means.
 
-    python examples/irt_2pl_flows.py              # ~6-7 min on 2 idle CPU cores
-    python examples/irt_2pl_flows.py --quick      # smoke run, 100 x 20 problem, 1-2 min
+    python examples/irt_2pl_flows.py              # ~6 min on a 2-core CPU
+    python examples/irt_2pl_flows.py --quick      # smoke run, 100 x 20 problem, ~40 s
     python examples/irt_2pl_flows.py --reference /tmp/edward_lite_refs/irt_2pl_nuts_ref.npz
         # compare with the long cached NUTS reference of benchmarks/vi_irt.py
 
@@ -38,10 +38,26 @@ log-weight variance adds up over 1,003 coordinates.  The default flow
 k-hat 1.5-2, their marginal skewness alone being worth ~2 nats of KL.  k-hat
 from 8,000 draws scatters around 0.7 (0.59-0.81 over seeds), and the PSIS
 means need an importance ESS of several hundred for all 1,003 to land within
-0.2 sd, hence the 32,000 draws.  Expected output (seed 0): k-hat 0.67,
-importance ESS 632, every PSIS mean within 0.13 sd of NUTS (flow alone: 0.06),
-VI ~300 s against ~60-90 s for the 4 x (1000 + 1000) NUTS run -- NUTS is the
+0.2 sd, hence the 32,000 draws.  Expected output (seed 0): k-hat 0.66,
+importance ESS 642, every PSIS mean within 0.18 sd of NUTS (flow alone: 0.09),
+VI ~250-430 s against ~50-95 s for the 4 x (1000 + 1000) NUTS run -- NUTS is the
 faster way to this posterior (benchmarks/vi_irt.py).
+
+The NUTS reference: 4 chains x (1000 warmup + 1000 draws) leave R-hat
+1.01-1.02 on about a dozen item difficulties beta_k (seed 1: 12 of them,
+beta[33] 1.021 with bulk ESS 155), and the script says so under the NUTS
+line.  They are the difficulties of the most discriminating items (true
+gamma_k 1.7-3.5, beta_k within 0.9 of the mean ability), which NUTS mixes
+slowly: R-hat falls to 1.012 at 3000 draws per chain and 1.010 at 5000
+(~2 min of NUTS); 8 chains x 1000 draws reach 1.016; warmup 2000 does not
+help.  Their MCSE stays below 0.08 posterior sd, small against the
+comparison's 0.2 sd, so the default keeps the 1-minute reference.
+
+Runs in about 6 min on a 2-core CPU (measured 5.2 and 8.7 min on a machine
+shared with other jobs: VI 233-388 s, importance sampling 21-39 s, NUTS
+52-95 s).  Progress lines (or bars on a terminal) go to stderr.  ``--quick``
+only checks that the code runs: its short flow and NUTS runs miss the target
+and leave R-hat above 1.01, as it says.
 """
 
 import argparse
@@ -81,7 +97,7 @@ def nuts_reference(y, students, items, warmup, draws, seed):
   """4-chain NUTS: (mean, sd, mcse, min bulk ESS, max R-hat, wall seconds)."""
   start = time.perf_counter()
   result = ed.mcmc.sample(irt_2pl.model, students, items, observed={"y": y}, kernel="nuts",
-                          chains=4, warmup=warmup, draws=draws, seed=seed, progress=False)
+                          chains=4, warmup=warmup, draws=draws, seed=seed, progress=True)
   wall = time.perf_counter() - start
   flat = np.stack([irt_2pl.flatten({k: v[:, c] for k, v in result.draws.items()})
                    for c in range(4)], axis=1)  # [draws, chains, P]
@@ -126,6 +142,9 @@ def main(argv=None):
   parser.add_argument("--quick", action="store_true",
                       help="smoke run: 100 students x 20 items, few steps, short NUTS")
   args = parser.parse_args(argv)
+  # Each heading as soon as its step starts, also when stdout is a pipe or a log.
+  if hasattr(sys.stdout, "reconfigure"):
+    sys.stdout.reconfigure(line_buffering=True)
 
   settings = dict(QUICK if args.quick else FULL)
   for key in ("steps", "samples", "warm_start", "layers", "hidden", "draws", "nuts_warmup",
@@ -148,7 +167,7 @@ def main(argv=None):
   start = time.perf_counter()
   fit = ed.vi.fit(irt_2pl.model, students, items, observed={"y": y}, family=family,
                   steps=steps, samples=samples, warm_start=warm, stl=not args.no_stl,
-                  learning_rate=args.learning_rate, seed=args.seed, progress=False)
+                  learning_rate=args.learning_rate, seed=args.seed, progress=True)
   fit_s = time.perf_counter() - start
   final = np.nanmean(fit.elbo[-max(len(fit.elbo) // 10, 1):])
   print(f"\n== {family}: {warm} mean-field warm-start steps + {fit.steps} flow steps x "
@@ -182,9 +201,23 @@ def main(argv=None):
         f"{ref['ess'].min():.0f}, max R-hat {ref['rhat'].max():.3f}, "
         f"{ref['divergences']} divergences; its own Monte Carlo error: max MCSE / sd "
         f"{np.max(ref['mcse'] / ref['sd']):.3f}")
+  names = irt_2pl.labels(students, items)
+  slow = np.flatnonzero(ref["rhat"] > 1.01)
+  if slow.size:
+    worst = ", ".join(names[i] for i in slow[np.argsort(-ref["rhat"][slow])][:4])
+    worst += ", ..." if slow.size > 4 else ""
+    mcse = np.max(ref["mcse"][slow] / ref["sd"][slow])
+    if args.quick:
+      print(f"   R-hat above 1.01 on {slow.size} parameter(s) ({worst}): expected of the "
+            "--quick smoke run's 150 draws per chain")
+    else:
+      # Expected at the defaults: see "The NUTS reference" in the module docstring.
+      print(f"   R-hat above 1.01 on {slow.size} parameter(s) ({worst}): NUTS mixes the "
+            "difficulties of strongly discriminating items slowly (module docstring); "
+            f"their MCSE is at most {mcse:.2f} sd, small next to the 0.2 sd criterion; "
+            "--nuts-draws 5000 brings R-hat to 1.01")
 
   # 4. Agreement.
-  names = irt_2pl.labels(students, items)
   results = dict(k_hat=float(imp.k_hat), ess=float(imp.ess), fit_s=fit_s, is_s=is_s,
                  nuts_s=ref["wall_s"], dim=dim)
   print(f"\n== |VI mean - NUTS mean| / NUTS posterior sd over all {dim} parameters")
