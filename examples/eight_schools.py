@@ -4,9 +4,13 @@ The main job of the README's quick start.  It builds the model, shows its
 random variables, log joint and inference target (latent variables,
 constraining bijectors, chain-batched log density), then fits it with NUTS
 (8 chains, 1000 warmup + 1000 draws, XLA-compiled) and prints the posterior
-summary next to the reference posterior from a long Stan run.
+summary next to the reference posterior from a long Stan run.  The target
+acceptance is 0.95: at 0.9, 1 of 4 seeds (seed 0, the one used here) left a
+divergent transition after warmup, at 0.95 none of them did.
 
     python examples/eight_schools.py
+
+Runs in about 20 s on a 2-core CPU (mostly start-up and compilation).
 """
 
 import os
@@ -61,10 +65,10 @@ def main():
           f"support bijector={type(info.bijector).__name__}")
 
   posterior = ed.mcmc.sample(eight_schools, SIGMA, observed={"y": Y},
-                             kernel=ed.mcmc.NUTS(target_accept=0.9),
+                             kernel=ed.mcmc.NUTS(target_accept=0.95),
                              chains=8, warmup=1000, draws=1000, seed=0)
   t = posterior.timings
-  print(f"\n== NUTS (target acceptance 0.9), 8 chains x (1000 warmup + 1000 draws): compile+first chunk "
+  print(f"\n== NUTS (target acceptance 0.95), 8 chains x (1000 warmup + 1000 draws): compile+first chunk "
         f"{t['compile_s']:.1f} s, rest of warmup {t['warmup_s'] - t['compile_s']:.2f} s, "
         f"sampling {t['sampling_s']:.2f} s; "
         f"{int(posterior.divergences.sum())} divergences; step size {posterior.step_size[0]:.3f}")
