@@ -14,10 +14,14 @@ deviations are compared with it.  Mean-field gets the means but, as
 reverse-KL fits do, underestimates the standard deviations of correlated
 weights.  The Pareto k-hat of full-data importance weights is a strict judge
 here: the posterior is so concentrated (sd ~ 0.02) that the optimization
-noise left by minibatch steps is visible to it in 51 dimensions.
+noise left by minibatch steps is visible to it in 51 dimensions.  The
+mean-field fit's k-hat ~1.0 (and its sd ratio ~0.84) is that expected
+shortfall, printed on purpose; the full-rank fit reaches k-hat ~0.6.
 
-    python examples/advi_logistic_regression.py           # ~1-2 minutes on 2 CPU cores
+    python examples/advi_logistic_regression.py           # ~1 min on a 2-core CPU
     python examples/advi_logistic_regression.py --quick   # smoke run
+
+Runs in about 1 min on a 2-core CPU (50 s measured on a shared machine).
 """
 
 import argparse
