@@ -10,10 +10,17 @@ well above its two, and its high Pareto k values are signs of misfit.  A posteri
 (``az.plot_ppc``) and the comparison plot are saved to one PNG.
 
     python examples/model_comparison.py [--plot model_comparison.png] [--quick]
+
+ArviZ's warning that a Pareto k is above 0.7 is caught and replaced by the
+count per model: at the defaults 1 of the 200 Poisson observations, which is
+part of the Poisson model's misfit (the negative binomial has none).
+
+Runs in about 30 s on a 2-core CPU.
 """
 
 import argparse
 import os
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -60,12 +67,20 @@ def main(quick=False, plot=None, seed=0):
     print(f"\n{name} regression")
     posterior.summary()
     fits[name] = posterior.to_arviz()
-  loo = {name: az.loo(idata, pointwise=True) for name, idata in fits.items()}
+  with warnings.catch_warnings():
+    # ArviZ warns (once here, once more in az.compare) when a Pareto k is
+    # above 0.7: for the misfitting Poisson model that is the expected
+    # finding, counted and explained below instead.
+    warnings.filterwarnings("ignore", message="Estimated shape parameter of Pareto",
+                            category=UserWarning)
+    loo = {name: az.loo(idata, pointwise=True) for name, idata in fits.items()}
+    comparison = az.compare(fits)
   for name, result in loo.items():
     bad = int(np.sum(np.asarray(result.pareto_k) > 0.7))
     print(f"\n{name}: elpd_loo {result.elpd_loo:.1f} (se {result.se:.1f}), p_loo "
-          f"{result.p_loo:.1f}, {bad} of {len(y)} Pareto k above 0.7")
-  comparison = az.compare(fits)
+          f"{result.p_loo:.1f}, {bad} of {len(y)} Pareto k above 0.7"
+          + (" (influential observations the model fits poorly: a sign of misfit)"
+             if bad else ""))
   print("\n", comparison[["rank", "elpd_loo", "p_loo", "elpd_diff", "dse", "weight"]])
   if plot:
     import matplotlib  # pylint: disable=g-import-not-at-top
