@@ -34,9 +34,12 @@ Implementations (``--impls``):
   transition kernel (``ed.mcmc.NUTS(implementation="tfp")``): the benchmark
   that decides which NUTS is the default.
 * ``edward_lite_pooled`` -- ``edward_lite`` with ``pooled=True`` (one step
-  size and one metric for all chains, the default before issue 17): what the
-  per-chain default costs or saves; ``edward_lite_pooled_metric`` with
-  ``pooled="metric"`` (per-chain step sizes, one metric from all chains).
+  size and one metric for all chains from the start);
+  ``edward_lite_pooled_metric`` with ``pooled="metric"`` (per-chain step
+  sizes, one metric from all chains); ``edward_lite_per_chain`` with
+  ``pooled=False`` (per-chain step size and metric, Stan's scheme): what
+  the default (the bulk of the chains sharing one step size after the
+  initial window) costs or saves.
 * ``numpyro``          -- NumPyro NUTS, ``chain_method="vectorized"``.
 * ``numpyro_parallel`` -- NumPyro NUTS, ``chain_method="parallel"`` (pmap) over
   the host CPU devices (``XLA_FLAGS=--xla_force_host_platform_device_count=2``
@@ -476,6 +479,10 @@ def run_edward_lite_pooled_metric(model, args):
   return run_edward_lite(model, args, pooled="metric")
 
 
+def run_edward_lite_per_chain(model, args):
+  return run_edward_lite(model, args, pooled=False)
+
+
 def _run_numpyro(model, args, chain_method):
   if numpyro is None:
     return Run(skipped="numpyro is not installed")
@@ -624,6 +631,7 @@ IMPLS = {
     "edward_lite_tfp": run_edward_lite_tfp,
     "edward_lite_pooled": run_edward_lite_pooled,
     "edward_lite_pooled_metric": run_edward_lite_pooled_metric,
+    "edward_lite_per_chain": run_edward_lite_per_chain,
     "numpyro": run_numpyro,
     "numpyro_parallel": run_numpyro_parallel,
     "tfp": run_tfp,

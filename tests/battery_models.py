@@ -32,10 +32,10 @@ import numpy as np
 import scipy.optimize
 import scipy.special
 import scipy.stats
-import tensorflow as tf
-import tensorflow_probability as tfp
 
-import edward_lite as ed
+import edward_lite as ed  # first: it imports TensorFlow without its start-up logs
+import tensorflow as tf  # pylint: disable=g-bad-import-order
+import tensorflow_probability as tfp  # pylint: disable=g-bad-import-order
 
 tfd = tfp.distributions
 psd = tfp.math.psd_kernels

@@ -71,3 +71,52 @@ def test_welford_matches_numpy(dense):
 ])
 def test_warmup_windows_follow_stan(warmup, windows):
   assert adaptation.warmup_windows(warmup) == windows
+
+
+def test_the_bulk_is_the_chains_near_the_median_acceptance_deficit():
+  deficit = tf.constant([[0.], [0.01], [0.7], [0.02]], tf.float64)
+  bulk, median_chain = adaptation.bulk_chains(deficit)
+  assert bulk.numpy()[:, 0].tolist() == [True, True, False, True]
+  assert int(median_chain) == 1
+  bulk, _ = adaptation.bulk_chains(tf.constant([[0.], [0.2], [-0.2], [0.05]], tf.float64))
+  assert bulk.numpy().all()
+
+
+def test_the_shared_bulk_state_is_pooled_dual_averaging_and_an_outlier_adapts_alone():
+  # Five chains whose acceptances stay near each other: with ``share`` every
+  # chain holds the state of one pooled dual averaging fed the mean
+  # acceptance.  A sixth chain that accepts nothing leaves the bulk after a
+  # few iterations and then runs its own dual averaging on its own
+  # acceptance, from the shared state it left.
+  rng = np.random.default_rng(0)
+  accepts = np.concatenate([rng.uniform(0.6, 1., (40, 5)), np.zeros((40, 1))], axis=1)
+  state = adaptation.dual_averaging_init(tf.fill([6, 1], tf.constant(0.3, tf.float64)))
+  pooled = adaptation.dual_averaging_init(tf.fill([1, 1], tf.constant(0.3, tf.float64)))
+  alone, left = None, None
+  for t, a in enumerate(accepts):
+    bulk, _ = adaptation.bulk_chains(state.deficit * 0.9 + 0.1 * (0.8 - a[:, None]))
+    state = adaptation.step_size_update(state, tf.constant(a), 0.8, tf.constant(True))
+    assert bulk.numpy()[:5].all()
+    if bulk.numpy()[5]:
+      pooled = adaptation.step_size_update(pooled, tf.constant(a), 0.8, tf.constant(True))
+    else:
+      if left is None:  # the outlier starts from the shared state it left
+        left = t
+        alone = adaptation.dual_averaging_update(pooled, tf.constant([[0.]], tf.float64), 0.8)
+      else:
+        alone = adaptation.dual_averaging_update(alone, tf.constant([[0.]], tf.float64), 0.8)
+      pooled = adaptation.dual_averaging_update(pooled, tf.constant([[a[:5].mean()]]), 0.8)
+      np.testing.assert_allclose(state.log_step.numpy()[5], alone.log_step.numpy()[0],
+                                 rtol=1e-12)
+    np.testing.assert_allclose(state.log_step.numpy()[:5],
+                               np.broadcast_to(pooled.log_step.numpy(), [5, 1]), rtol=1e-12)
+    np.testing.assert_allclose(state.log_step_bar.numpy()[:5],
+                               np.broadcast_to(pooled.log_step_bar.numpy(), [5, 1]), rtol=1e-12)
+  assert 1 <= left <= 5
+  # Without ``share`` every chain runs its own dual averaging.
+  state = adaptation.dual_averaging_init(tf.fill([6, 1], tf.constant(0.3, tf.float64)))
+  own = adaptation.dual_averaging_init(tf.fill([6, 1], tf.constant(0.3, tf.float64)))
+  for a in accepts[:5]:
+    state = adaptation.step_size_update(state, tf.constant(a), 0.8, tf.constant(False))
+    own = adaptation.dual_averaging_update(own, tf.constant(a[:, None]), 0.8)
+  np.testing.assert_allclose(state.log_step.numpy(), own.log_step.numpy(), rtol=1e-12)

@@ -404,6 +404,8 @@ CASES = [
          r"adapt_metric.*'full'"),
     case("sample-dense-unpooled", lambda t: sample(adapt_metric="dense", pooled=False),
          ValueError, r"adapt_metric='dense'.*pooled"),
+    case("sample-chees-unpooled", lambda t: sample(kernel="chees", pooled=False),
+         ValueError, r"the chees kernel estimates one metric.*pooled"),
     case("sample-pooled-typo", lambda t: sample(pooled="yes"), ValueError, r"pooled.*'yes'"),
     case("sample-parallel-typo", lambda t: sample(parallel="rows"), ValueError,
          r"parallel.*'rows'"),

@@ -211,7 +211,7 @@ def normal_mean(n):
   return ed.Normal(mu, tf.constant(1., F64), sample_shape=n, name="y")
 
 
-@pytest.mark.parametrize("pooled, chains", [(True, 4), (False, 4), (True, 32)])
+@pytest.mark.parametrize("pooled, chains", [(True, 4), (False, 4), (None, 4), (True, 32)])
 def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, pooled, chains):
   """32 chains: NUTS samples in rounds, in each block as on one device."""
   reference = _sample(pooled=pooled, chains=chains)
@@ -222,7 +222,8 @@ def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, 
   np.testing.assert_array_equal(result.step_size, reference.step_size)
 
 
-@pytest.mark.parametrize("pooled, dense", [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize("pooled, dense", [(True, False), (False, False), (True, True),
+                                           (("bulk", True), False)])
 def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
   from edward_lite.mcmc import groups
   from edward_lite.mcmc.sample import _Program, _state_template

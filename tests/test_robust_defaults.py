@@ -42,14 +42,20 @@ def test_default_adaptation_freezes_no_chain_on_a_flat_prior_regression(chains, 
   np.testing.assert_allclose(b.std(axis=(0, 1)) / sd, 1., atol=0.12)
 
 
+def _stuck_start():
+  """Eight chains at the posterior mode but chain 4, whose sigma is 0.05."""
+  init = np.tile([26., 6., 0.56, np.log(18.)], (8, 1))
+  init[4, 3] = np.log(0.05)
+  init[:, :3] += np.random.default_rng(0).normal(0., 0.01, (8, 3))
+  return init
+
+
 def test_a_stuck_chain_under_one_pooled_step_size_is_named():
   """One chain started where sigma is tiny: with one step size tuned to the
   mean acceptance it never moves, and the summary names it."""
   (hs, iq), score = bm.kid_score_data()
   score = score["kid_score"]
-  init = np.tile([26., 6., 0.56, np.log(18.)], (8, 1))
-  init[4, 3] = np.log(0.05)
-  init[:, :3] += np.random.default_rng(0).normal(0., 0.01, (8, 3))
+  init = _stuck_start()
   pooled = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=300,
                           draws=200, seed=0, init=init, pooled=True, progress=False)
   default = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=300,
@@ -58,3 +64,27 @@ def test_a_stuck_chain_under_one_pooled_step_size_is_named():
   with pytest.warns(RuntimeWarning, match="Chain 4 is stuck"):
     pooled.summary(print_table=False)
   assert default.stuck_chains() == []
+
+
+def test_the_default_bulk_step_size_leaves_a_stuck_chain_its_own():
+  """With warmup 100 the initial window, where every chain adapts its own
+  step size, is 15 iterations: chain 4 is still stuck when the bulk starts
+  sharing one.  It leaves the bulk, adapts a far smaller step size of its
+  own, moves, and rejoins: all eight end on one step size and the draws
+  match the analytic posterior."""
+  (hs, iq), score = bm.kid_score_data()
+  score = score["kid_score"]
+  steps = []
+  post = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=100,
+                        draws=400, seed=0, init=_stuck_start(), chunk_size=5, progress=False,
+                        callback=lambda info: steps.append((info["step"], info["step_size"])))
+  shared = np.array([s for step, s in steps if 20 <= step < 100])  # [chunks, 8]
+  others = np.delete(shared, 4, axis=1)
+  assert np.all(others == others[:, :1])  # the bulk holds one step size
+  assert np.any(shared[:, 4] < 0.2 * others[:, 0])  # chain 4 adapted alone
+  assert np.unique(post.step_size).size == 1
+  assert post.stuck_chains() == []
+  b = post.draws["b"]
+  mean, sd = student_t_reference(hs, iq, score)
+  z = (b.mean(axis=(0, 1)) - mean) / (sd / np.sqrt(np.asarray(ed.diagnostics.ess_bulk(b))))
+  assert np.all(np.abs(z) < 4), z

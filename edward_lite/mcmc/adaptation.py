@@ -29,10 +29,10 @@ import tensorflow as tf
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
            "welford_covariance",
-           "warmup_windows", "pool_flags"]
+           "warmup_windows", "pool_flags", "bulk_chains", "step_size_update"]
 
 DualAveragingState = collections.namedtuple(
-    "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu"])
+    "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu", "deficit"])
 
 GAMMA, T0, KAPPA = 0.05, 10.0, 0.75
 
@@ -42,7 +42,7 @@ def dual_averaging_init(step_size):
   log_step = tf.math.log(tf.convert_to_tensor(step_size))
   zeros = tf.zeros_like(log_step)
   return DualAveragingState(log_step, log_step, zeros, zeros,
-                            log_step + np.log(10.).astype(log_step.dtype.as_numpy_dtype))
+                            log_step + np.log(10.).astype(log_step.dtype.as_numpy_dtype), zeros)
 
 
 def dual_averaging_update(state, accept_prob, target_accept):
@@ -55,7 +55,7 @@ def dual_averaging_update(state, accept_prob, target_accept):
   log_step = state.mu - tf.sqrt(t) / GAMMA * h_bar
   weight = tf.pow(t, -KAPPA)
   log_step_bar = weight * log_step + (1. - weight) * state.log_step_bar
-  return DualAveragingState(log_step, log_step_bar, h_bar, t, state.mu)
+  return DualAveragingState(log_step, log_step_bar, h_bar, t, state.mu, state.deficit)
 
 
 WelfordState = collections.namedtuple("WelfordState", ["count", "mean", "m2"])
@@ -140,7 +140,55 @@ def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
   return windows
 
 
+BULK_TOLERANCE, DEFICIT_RATE = 0.25, 0.1
+
+
+def bulk_chains(deficit, tolerance=BULK_TOLERANCE):
+  """``(bulk [C, 1] bool, median chain index)`` from each chain's recent
+  acceptance deficit ``[C, 1]``: the bulk is the chains whose deficit is
+  within ``tolerance`` of the median chain's.  A chain outside it rejects
+  far more proposals than the others at the shared step size (typically
+  one started where the density is very steep)."""
+  d = deficit[:, 0]
+  median_chain = tf.argsort(d)[(tf.shape(d)[0] - 1) // 2]
+  return (d <= tf.gather(d, median_chain) + tolerance)[:, None], median_chain
+
+
+def step_size_update(state, accept_prob, target_accept, share):
+  """One step-size adaptation step for the chains' acceptance ``[C]``.
+
+  * One pooled state (``h_bar`` of shape ``[1, 1]``): dual averaging on the
+    mean acceptance over chains.
+  * Per-chain states ``[C, 1]``: each chain's dual averaging on its own
+    acceptance; with ``share`` (a scalar bool), the bulk (``bulk_chains``)
+    shares one state, updated with the bulk's mean acceptance -- one step
+    size, as pooled adaptation, with the noise of one chain's acceptance
+    averaged out -- while a chain outside the bulk adapts its own step size
+    from the shared state it left, so no chain can be frozen at a step size
+    tuned to the others.  A chain that rejoins takes the bulk's state.
+
+  ``deficit`` (each chain's ``target_accept - a_t``, exponentially averaged
+  at rate ``DEFICIT_RATE``) is updated every call.
+  """
+  accept = tf.cast(accept_prob, state.h_bar.dtype)
+  accept = tf.where(tf.math.is_finite(accept), accept, 0.)
+  if state.h_bar.shape[0] == 1:
+    return dual_averaging_update(state, tf.reduce_mean(accept)[None, None], target_accept)
+  deficit = (1. - DEFICIT_RATE) * state.deficit + DEFICIT_RATE * (target_accept - accept[:, None])
+  own = dual_averaging_update(state._replace(deficit=deficit), accept[:, None], target_accept)
+  bulk, median_chain = bulk_chains(deficit)
+  weight = tf.cast(bulk[:, 0], accept.dtype)
+  bulk_accept = tf.reduce_sum(weight * accept) / tf.reduce_sum(weight)
+  shared = dual_averaging_update(
+      tf.nest.map_structure(lambda x: tf.gather(x, median_chain[None]), state),
+      bulk_accept[None, None], target_accept)
+  mixed = DualAveragingState(*[tf.where(share & bulk, s, o) for s, o in zip(shared, own)])
+  return mixed._replace(deficit=deficit)
+
+
 def pool_flags(pooled):
   """``(pool_step, pool_metric)`` -- whether the step size and the metric
-  are one for all chains -- from such a pair, or one bool for both."""
+  are one for all chains -- from such a pair, or one bool for both.
+  ``pool_step`` may also be ``"bulk"``: per-chain dual averaging whose bulk
+  shares one state after the initial window (``step_size_update``)."""
   return (bool(pooled), bool(pooled)) if isinstance(pooled, bool) else tuple(pooled)

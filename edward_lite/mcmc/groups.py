@@ -11,11 +11,12 @@ chains -- the one the single-device sampler keeps, so metric updates,
 checkpoints and results are shared code -- and splits it again:
 
 * per-chain fields (states, Welford moments, streaming statistics, per-chain
-  step sizes) are concatenated along the chain axis;
-* pooled step-size adaptation (dual averaging) and kernel adaptation (ChEES'
-  trajectory length) run within each block during a chunk and are averaged
-  over the blocks at its end; the metric, estimated at the end of a window,
-  is pooled over all chains exactly.
+  step sizes) are concatenated along the chain axis; the default's shared
+  step size is shared by the bulk of each block;
+* pooled step-size adaptation (``pooled=True``) and kernel adaptation
+  (ChEES' trajectory length) run within each block during a chunk and are
+  averaged over the blocks at its end; the metric, estimated at the end of a
+  window, is pooled over all chains exactly.
 
 Block ``g`` draws its random numbers from ``fold_in(seed, g)``: a seed gives
 the same draws for a fixed number of blocks, and with one block the same as
@@ -55,7 +56,7 @@ class ChainGroups:
     and the outputs as NumPy."""
     parts = self.split(state)
     # The step size of a sampling chunk: per chain unless pooled.
-    finals = [final_step] * self.size if self.pool_step else tf.split(final_step, self.size)
+    finals = [final_step] * self.size if self.pool_step is True else tf.split(final_step, self.size)
 
     def run(g):
       block_seed = tf.random.experimental.stateless_fold_in(seed, g) if self.size > 1 else seed
@@ -77,7 +78,7 @@ class ChainGroups:
     stream = state.stream
     return state._replace(
         u=0, z=0, scale=None if self.pool_metric or state.scale.shape.rank == 3 else 0,
-        dual_avg=tf.nest.map_structure(lambda x: None if self.pool_step else 0,
+        dual_avg=tf.nest.map_structure(lambda x: None if self.pool_step is True else 0,
                                        state.dual_avg),
         metric=state.metric._replace(count=None, mean=0, m2=0),
         kernel_adapt=tf.nest.map_structure(lambda x: None, state.kernel_adapt),

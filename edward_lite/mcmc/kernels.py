@@ -98,7 +98,8 @@ class Kernel:
   # waiting for each other implement ``run_rounds`` (see ``nuts.py``).
   supports_rounds = False
   # Kernels whose adaptation compares chains in one preconditioned space
-  # (ChEES' trajectory criterion) need one metric for all chains.
+  # (ChEES' trajectory criterion) need one metric for all chains:
+  # ``sample`` refuses ``pooled=False`` for them.
   shared_metric = False
 
   def default_target_accept(self, dim):

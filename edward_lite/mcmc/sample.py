@@ -87,15 +87,18 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       strongly correlated posteriors of moderate dimension; needs
       ``pooled=True``), ``False`` (identity).
     pooled: how warmup adaptation is shared between chains.  ``None``
-      (default): every chain adapts its own step size, and its own diagonal
-      metric -- Stan's and NumPyro's scheme, in which no chain can freeze
-      at a bad start because of the others -- except where the metric must
-      be one for all chains (``adapt_metric="dense"``, ChEES), which is then
-      pooled.  ``False``: per-chain step size and metric.  ``"metric"``:
-      per-chain step sizes, one metric estimated from all chains.  ``True``:
-      one step size (tuned to the mean acceptance over chains) and one
-      metric; a chain that starts where the density is very steep can then
-      stay stuck there (the summary warns about stuck chains).
+      (default): in the initial fast window every chain adapts its own step
+      size, so each can leave a bad start; after it the chains whose recent
+      acceptance is near the median chain's (the bulk) share one step size
+      (dual averaging on their mean acceptance), and a chain that rejects
+      far more than the bulk adapts its own until it rejoins
+      (``adaptation.step_size_update``); one diagonal metric is estimated
+      from all chains.  ``False``: per-chain step size and metric (Stan's
+      and NumPyro's scheme).  ``"metric"``: per-chain step sizes, one
+      metric.  ``True``: one step size (tuned to the mean acceptance over
+      chains) and one metric from the start; a chain that starts where the
+      density is very steep can then stay stuck there (the summary warns
+      about stuck chains).
     chunk_size: transitions per compiled call between host updates
       (progress, checkpoints); default 200.  With kept draws a sampling
       chunk holds ``chunk_size`` kept draws.  NUTS with 32 chains or more
@@ -199,6 +202,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept, totals = collections.defaultdict(list), None
 
   adapt_step = not (isinstance(kernel, RWMH) and not kernel.adapt)
+  # The bulk shares one step size after the initial fast window, once every
+  # chain has had its own to leave its starting point.
+  share_from = (windows[0][0] if windows else None) if pooling[0] == "bulk" else None
   bar = make_progress(progress, total, step, "sampling")
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   while step < total:
@@ -206,12 +212,13 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     n = _chunk_length(step, warmup, total, chunk * (1 if in_warmup or not keep_draws else thin),
                       window_ends | window_starts)
     collect = in_warmup and any(s <= step < e for s, e in windows)
+    share = bool(share_from is not None and step >= share_from)
     final_step = tf.exp(state.dual_avg.log_step_bar)
     start = time.perf_counter()
     first_call = not program.compiled
     chunk_args = (
         state, final_step, seed_t, tf.constant(step), tf.constant(n),
-        tf.constant(in_warmup and adapt_step), tf.constant(collect),
+        tf.constant(in_warmup and adapt_step), tf.constant(share), tf.constant(collect),
         tf.constant(not in_warmup), tf.constant(not in_warmup and keep_draws),
         tf.constant(thin), tf.constant(target_accept, dtype), tf.constant(warmup + draws // 2),
         capacity)
@@ -246,8 +253,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                                 **{"_" + k: [v] for k, v in out["totals"].items()},
                                 "_warmup": [np.asarray(in_warmup)]}})
     if callback is not None:
+      in_use = state.dual_avg.log_step_bar if step >= warmup else state.dual_avg.log_step
       callback(dict(step=step, total=total, warmup=in_warmup,
-                    step_size=np.exp(state.dual_avg.log_step.numpy()).reshape(-1),
+                    step_size=np.exp(in_use.numpy()).reshape(-1),
                     divergences=int(np.sum(out["totals"]["diverging"])),
                     gradients=out["totals"]["n_grads"]))
   if bar is not None:
@@ -261,12 +269,13 @@ def _pooling(pooled, dense, kernel):
   """``(pool_step, pool_metric)``: whether the step size and the metric are
   one for all chains, from ``sample``'s ``pooled=`` setting."""
   if pooled is None:
-    return False, dense or kernel.shared_metric
+    return "bulk", True
   if isinstance(pooled, str) and pooled == "metric":
     return False, True
   if pooled is True or pooled is False:
-    if dense and not pooled:
-      raise ValueError("adapt_metric='dense' estimates one metric from all chains; it needs "
+    if not pooled and (dense or kernel.shared_metric):
+      needs = "adapt_metric='dense'" if dense else f"the {kernel.name} kernel"
+      raise ValueError(f"{needs} estimates one metric from all chains; it needs "
                        "pooled=True, 'metric' or None (the default).")
     return pooled, pooled
   raise ValueError(f"pooled must be None, False, 'metric' or True; got {pooled!r}.")
@@ -382,7 +391,7 @@ class _Program:
   def _initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
     dtype, dim = self.target.dtype, self.target.dim
     pool_step, pool_metric = adaptation.pool_flags(pooled)
-    step_shape = [1, 1] if pool_step else [chains, 1]
+    step_shape = [1, 1] if pool_step is True else [chains, 1]
     return ChunkState(
         u=u, z=u, scale=_identity_scale(dim, chains, pool_metric, dense, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
@@ -404,8 +413,8 @@ class _Program:
                                       dtype=target.dtype)
     return u, target.log_prob_flat(u)
 
-  def _run_chunk(self, state, final_step, seed, start, n, adapt_step, collect, sampling,
-                 keep, thin, target_accept, split_at, capacity):
+  def _run_chunk(self, state, final_step, seed, start, n, adapt_step, share, collect,
+                 sampling, keep, thin, target_accept, split_at, capacity):
     """Runs ``n`` transitions from ``state``; keeps up to ``capacity`` draws.
 
     ``capacity`` is a Python int (it fixes buffer shapes, so XLA sees static
@@ -448,11 +457,8 @@ class _Program:
           accept_prob=totals["accept_prob"] + info["accept_prob"],
           max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
       u = _to_u(z, scale)
-      accept = info["accept_prob"]
-      pooled = dual_avg.h_bar.shape[0] == 1
-      stat = tf.reduce_mean(accept)[None, None] if pooled else accept[:, None]
-      dual_avg = _select(adapt_step, adaptation.dual_averaging_update(
-          dual_avg, stat, target_accept), dual_avg)
+      dual_avg = _select(adapt_step, adaptation.step_size_update(
+          dual_avg, info["accept_prob"], target_accept, share), dual_avg)
       kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                        start + i), kadapt)
       metric = _select(collect, adaptation.welford_update(metric, u), metric)
