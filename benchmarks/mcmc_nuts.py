@@ -31,7 +31,7 @@ Implementations (``--impls``):
   Compile = a first tiny call (warmup=1, draws=1) that builds and compiles the
   program; the timed call reuses it.
 * ``edward_lite_tfp``  -- the same sampler with TFP's ``NoUTurnSampler`` as the
-  transition kernel (``ed.mcmc.NUTS(implementation="tfp")``): the benchmark
+  transition kernel (``TFPNUTS`` of ``tests/tfp_nuts.py``): the benchmark
   that decides which NUTS is the default.
 * ``edward_lite_pooled`` -- ``edward_lite`` with ``pooled=True`` (one step
   size and one metric for all chains from the start);
@@ -125,6 +125,7 @@ from edward_lite import diagnostics  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import irt_2pl  # noqa: E402  (the IRT 2PL model and data, shared with the VI examples)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 import machine  # noqa: E402  (the header every benchmark prints)
 
 try:
@@ -442,8 +443,8 @@ def _as_draws(d, model, warmup=0):
   return {name: np.asarray(d[name], np.float64)[warmup:] for name in model.params}
 
 
-def run_edward_lite(model, args, implementation="edward_lite", pooled=None):
-  common = dict(observed=model.ed_observed, kernel=ed.mcmc.NUTS(implementation=implementation),
+def run_edward_lite(model, args, kernel=None, pooled=None):
+  common = dict(observed=model.ed_observed, kernel=kernel or ed.mcmc.NUTS(),
                 chains=args.chains, progress=False, pooled=pooled)
   start = time.perf_counter()
   ed.mcmc.sample(model.ed_fn, *model.ed_args, warmup=1, draws=1, seed=args.seed + 1, **common)
@@ -468,7 +469,8 @@ def run_edward_lite(model, args, implementation="edward_lite", pooled=None):
 
 
 def run_edward_lite_tfp(model, args):
-  return run_edward_lite(model, args, implementation="tfp")
+  from tfp_nuts import TFPNUTS  # tests/tfp_nuts.py
+  return run_edward_lite(model, args, kernel=TFPNUTS())
 
 
 def run_edward_lite_pooled(model, args):

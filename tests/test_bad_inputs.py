@@ -192,6 +192,14 @@ def _state_without_meta(tmp):
 Case = collections.namedtuple("Case", ["id", "call", "error", "pattern"])
 
 
+
+class _RoundsWithAdaptation(ed.mcmc.NUTS):
+  """Breaks the sampler's rule: runs rounds and adapts from each transition."""
+
+  def adapt_update(self, adapt_state, kstate_before, info, step_size, step):
+    return adapt_state
+
+
 def case(id_, call, error, pattern):
   return Case(id_, call, error, pattern)
 
@@ -366,9 +374,9 @@ CASES = [
     case("sample-chees-negative-learning-rate",
          lambda t: sample(kernel=ed.mcmc.ChEES(learning_rate=-1.)), ValueError,
          r"ChEES learning_rate.*-1"),
-    case("sample-nuts-implementation-typo",
-         lambda t: sample(kernel=ed.mcmc.NUTS(implementation="stan")), ValueError,
-         r"NUTS implementation.*'stan'"),
+    case("sample-kernel-rounds-with-adaptation",
+         lambda t: sample(kernel=_RoundsWithAdaptation()), TypeError,
+         r"_RoundsWithAdaptation runs rounds.*adapt_update"),
     case("sample-init-typo", lambda t: sample(init="unifrom"), ValueError,
          r"init must be.*'unifrom'"),
     case("sample-init-unknown-name", lambda t: sample(init={"mu": 0., "sigma": 1.}), ValueError,

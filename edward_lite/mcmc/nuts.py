@@ -30,9 +30,6 @@ which the pooled step size adapts) a finished chain idles until the longest
 trajectory of the batch is done; ``run_rounds`` instead lets each chain start
 its next transition at once, for up to 32 transitions, so with hundreds of
 chains the batched leapfrog steps stay busy (the sampler's sampling phase).
-
-``NUTS(implementation="tfp")`` runs TFP's ``NoUTurnSampler`` instead (kept
-for the side-by-side benchmark, ``benchmarks/mcmc_nuts.py``).
 """
 
 import collections
@@ -41,8 +38,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite.mcmc.kernels import (GradState, Kernel, MAX_ENERGY_ERROR, TFPNUTS, _info,
-                                      _number, stateless_normal, stateless_uniform)
+from edward_lite.mcmc.base import (GradState, Kernel, MAX_ENERGY_ERROR, check_number,
+                                   stateless_normal, stateless_uniform, transition_info)
 
 __all__ = ["NUTS"]
 
@@ -69,35 +66,28 @@ class NUTS(Kernel):
       leapfrog steps.
     target_accept: acceptance statistic targeted by step-size adaptation
       (the mean of ``min(1, exp(H0 - H))`` over the trajectory's leaves).
-    implementation: ``"edward_lite"`` (this module) or ``"tfp"``
-      (``tfp.mcmc.NoUTurnSampler``).
   """
 
   name = "nuts"
 
-  def __init__(self, max_tree_depth=10, target_accept=0.8, implementation="edward_lite"):
-    if not 1 <= _number("NUTS", "max_tree_depth", max_tree_depth, integer=True, low=1) <= 30:
+  supports_rounds = True
+
+  def __init__(self, max_tree_depth=10, target_accept=0.8):
+    if not 1 <= check_number("NUTS", "max_tree_depth", max_tree_depth, integer=True, low=1) <= 30:
       raise ValueError(f"NUTS max_tree_depth must be between 1 and 30; got {max_tree_depth}.")
-    if implementation not in ("edward_lite", "tfp"):
-      raise ValueError(f"NUTS implementation must be 'edward_lite' or 'tfp'; got "
-                       f"{implementation!r}.")
     self.max_tree_depth = int(max_tree_depth)
-    self.target_accept = _number("NUTS", "target_accept", target_accept, low=0, high=1)
-    self.implementation = implementation
-    self._tfp = TFPNUTS(max_tree_depth, target_accept) if implementation == "tfp" else None
+    self.target_accept = check_number("NUTS", "target_accept", target_accept, low=0, high=1)
 
   def init(self, z, fn, step_size):
-    if self._tfp:
-      return self._tfp.init(z, fn, step_size)
+    del step_size
     lp, grad = tfp.math.value_and_gradient(fn, z)
     return GradState(z, lp, grad)
 
   def state(self, kstate):
-    return self._tfp.state(kstate) if self._tfp else kstate.z
+    return kstate.z
 
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
-    if self._tfp:
-      return self._tfp.one_step(kstate, step_size, seed, fn, step, adapt_state)
+    del step, adapt_state
     # The lockstep transition.  run_rounds with one round gives the same
     # (tested), but its bookkeeping compiles slower.
     depth_max = self.max_tree_depth
@@ -116,12 +106,8 @@ class NUTS(Kernel):
     _, tree = tf.while_loop(lambda i, tree: ~tf.reduce_all(tree.done), body,
                             (tf.constant(0), tree))
     accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
-    return tree.proposal, _info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
-                                tree.proposal.log_prob)
-
-  @property
-  def supports_rounds(self):
-    return self._tfp is None
+    return tree.proposal, transition_info(accept, tree.diverging, tree.n_grads, tree.depth,
+                                          tree.energy, tree.proposal.log_prob)
 
   def run_rounds(self, kstate, step_size, transition_seed, rounds, capacity, fn):
     """``rounds`` transitions of every chain, each chain starting its next
@@ -206,7 +192,7 @@ class NUTS(Kernel):
                             tf.random.experimental.stateless_fold_in(leaf_seed, i), depth_max)
       finished = tree.done & (k < rounds)
       accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
-      values = _info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
+      values = transition_info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
                      tree.proposal.log_prob)
       row = tf.concat([tree.proposal.z] + [tf.cast(values[key], dtype)[:, None] for key in stats],
                       -1)

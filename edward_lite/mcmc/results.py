@@ -66,8 +66,7 @@ class MCMCResult:
         streamed={k: target.split_constrained(stream[k])
                   for k in ("sd", "r_hat", "ess", "mcse_mean")},
         draw_count=stream["count"], timings=timings,
-        trajectory_length=(kernel.trajectory_length(state.kernel_adapt)
-                           if hasattr(kernel, "trajectory_length") else None))
+        trajectory_length=kernel.trajectory_length(state.kernel_adapt))
     return result
 
   # -- diagnostics ------------------------------------------------------------

@@ -27,9 +27,9 @@ import tensorflow as tf
 
 from edward_lite import distribute, nonfinite, runtime
 from edward_lite.checkpoint import Checkpointer, closes_checkpoints
-from edward_lite.mcmc import adaptation, kernels, streaming
+from edward_lite.mcmc import adaptation, base, streaming
 from edward_lite.mcmc.groups import ChainGroups
-from edward_lite.mcmc.kernels import RWMH, get_kernel
+from edward_lite.mcmc.kernels import get_kernel
 from edward_lite.mcmc.results import MCMCResult, fold_totals
 from edward_lite.progress_report import make_progress
 from edward_lite.target import make_target
@@ -191,17 +191,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                                     if k.startswith("_") and k != "_warmup"}, bool(in_warmup))
   else:
     u0 = _initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
-    h0 = step_size if step_size is not None else (
-        2.38 / np.sqrt(dim) if isinstance(kernel, RWMH) else 0.1)
-    if isinstance(kernel, RWMH) and kernel.scale is not None and step_size is None:
-      h0 = kernel.scale
+    h0 = step_size if step_size is not None else kernel.initial_step_size(dim)
     state = program.initial_chunk_state(tf.constant(u0), tf.constant(h0, dtype), chains,
                                         pooling, dense,
                                         tf.constant(-(-draws // streaming.NUM_BATCHES)))
     step = 0
     kept, totals = collections.defaultdict(list), None
 
-  adapt_step = not (isinstance(kernel, RWMH) and not kernel.adapt)
+  adapt_step = kernel.adapts_step_size
   # The bulk shares one step size after the initial fast window, once every
   # chain has had its own to leave its starting point.
   share_from = (windows[0][0] if windows else None) if pooling[0] == "bulk" else None
@@ -357,7 +354,7 @@ class _Program:
     alg = "threefry" if jit else "philox"
 
     def run_chunk(*args):
-      with kernels.random_algorithm(alg):
+      with base.random_algorithm(alg):
         return self._run_chunk(*args)
 
     self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit)
@@ -510,9 +507,8 @@ class _Program:
           round_capacity, log_prob)
 
       # The round has already advanced ``kstate``; the bookkeeping reads its
-      # transitions' states and statistics.  (A kernel whose adapt_update
-      # needs the state before each transition, like ChEES, must not run
-      # rounds: it would get the state after the round.)
+      # transitions' states and statistics (``base.check_kernel`` refuses a
+      # kernel whose adapt_update would need the state before each one).
       def transition(j, kstate, step_size, kadapt):
         del step_size, kadapt
         return kstate, tf.gather(z_all, j - i), {key: tf.gather(value, j - i)

@@ -1,0 +1,178 @@
+"""The kernel contract and what MCMC kernels share.
+
+The sampler hands each kernel a *preconditioned* log density: with the
+diagonal inverse metric ``diag(s^2)`` adapted in warmup, a kernel sees
+``f(z) = log p(s * z)``, so identity-metric dynamics in ``z`` are the
+metric-``diag(s^-2)`` dynamics in the unconstrained space.  A kernel
+(``Kernel``) is a small object with explicit state over a flat,
+chain-batched ``z[C, D]``:
+
+* ``init(z, fn, step_size) -> kstate``: kernel state at ``z``, where
+  ``fn(z) -> [C]`` is the log density;
+* ``one_step(kstate, step_size, seed, fn, step, adapt_state) -> (kstate, info)``, where
+  ``step_size`` is ``[C, 1]`` (or ``[1, 1]`` shared) and ``info``
+  (``transition_info``) holds per-chain ``[C]`` statistics:
+  ``accept_prob``, ``diverging``, ``n_grads``, ``tree_depth``, ``energy``,
+  ``log_prob``;
+* ``state(kstate) -> z``;
+* the facts the sampler asks: ``default_target_accept(dim)``,
+  ``initial_step_size(dim)``, ``adapts_step_size``, ``shared_metric``,
+  ``supports_rounds`` (then ``run_rounds``), and the adaptation hooks
+  ``adapt_init`` / ``adapt_update`` / ``finalize_adaptation`` /
+  ``trajectory_length``.
+
+Normal and uniform draws use the threefry stateless generator under XLA
+(on CPU an order of magnitude faster than TensorFlow's default algorithm)
+and Philox outside XLA, where TensorFlow has no threefry kernel; the sampler
+picks with ``random_algorithm`` while it traces.
+"""
+
+import collections
+import contextlib
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = ["Kernel", "GradState", "MAX_ENERGY_ERROR", "check_kernel", "check_number",
+           "transition_info", "leapfrog", "metropolis", "random_algorithm",
+           "stateless_normal", "stateless_uniform"]
+
+MAX_ENERGY_ERROR = 1000.  # |H' - H| above this is a divergence (as Stan)
+
+
+_ALGORITHM = ["threefry"]
+
+
+@contextlib.contextmanager
+def random_algorithm(alg):
+  """Kernels traced inside draw with ``alg`` ("threefry": XLA only; "philox")."""
+  _ALGORITHM.append(alg)
+  try:
+    yield
+  finally:
+    _ALGORITHM.pop()
+
+
+def stateless_normal(shape, seed, dtype):
+  return tf.random.stateless_normal(shape, seed, dtype=dtype, alg=_ALGORITHM[-1])
+
+
+def stateless_uniform(shape, seed, dtype, minval=0, maxval=None):
+  return tf.random.stateless_uniform(shape, seed, minval, maxval, dtype=dtype,
+                                     alg=_ALGORITHM[-1])
+
+
+def transition_info(accept_prob, diverging, n_grads, tree_depth, energy, log_prob):
+  """The per-chain ``[C]`` statistics of one transition, as a dict."""
+  return dict(accept_prob=accept_prob, diverging=diverging, n_grads=n_grads,
+              tree_depth=tree_depth, energy=energy, log_prob=log_prob)
+
+
+def check_number(kernel, name, value, integer=False, low=None, high=None):
+  """``value`` checked: a (whole, with ``integer``) number in ``(low, high)``
+  (``low <= value`` for integers); a ValueError naming the setting otherwise."""
+  kinds = (int, np.integer) if integer else (int, float, np.integer, np.floating)
+  ok = isinstance(value, kinds) and not isinstance(value, bool) and np.isfinite(value)
+  if ok and low is not None:
+    ok = value >= low if integer else value > low
+  if ok and high is not None:
+    ok = value < high
+  if not ok:
+    what = ("an integer" if integer else "a number") + (
+        f" of at least {low}" if integer and low is not None else
+        f" in ({low}, {high})" if high is not None else
+        f" above {low}" if low is not None else "")
+    raise ValueError(f"{kernel} {name} must be {what}; got {value!r}.")
+  return int(value) if integer else float(value)
+
+
+class Kernel:
+  """Base class; subclasses set ``name`` and ``target_accept``."""
+
+  name = "kernel"
+  target_accept = 0.8
+  # Kernels that can run several transitions per chain without the chains
+  # waiting for each other implement ``run_rounds`` (see ``nuts.py``).
+  supports_rounds = False
+  # Kernels whose adaptation compares chains in one preconditioned space
+  # (ChEES' trajectory criterion) need one metric for all chains:
+  # ``sample`` refuses ``pooled=False`` for them.
+  shared_metric = False
+
+  # Whether warmup adapts the step size (RWMH(adapt=False) keeps its scale).
+  adapts_step_size = True
+
+  def default_target_accept(self, dim):
+    del dim
+    return self.target_accept
+
+  def initial_step_size(self, dim):
+    """The step size warmup starts from (``sample(step_size=)`` overrides)."""
+    del dim
+    return 0.1
+
+  def settings(self):
+    """Hashable description, checked when resuming from a checkpoint."""
+    return (self.name,) + tuple(sorted(
+        (k, v) for k, v in vars(self).items() if not k.startswith("_")))
+
+  def __repr__(self):
+    args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+    return f"{type(self).__name__}({args})"
+
+  # Adaptation hooks (only ChEES adapts more than step size and metric).
+  def adapt_init(self, chains, dtype):
+    return ()
+
+  def adapt_update(self, adapt_state, kstate_before, info, step_size, step):
+    del kstate_before, info, step_size, step
+    return adapt_state
+
+  def finalize_adaptation(self, adapt_state):
+    return adapt_state
+
+  def trajectory_length(self, adapt_state):
+    """The adapted trajectory length, for kernels that adapt one (else None)."""
+    del adapt_state
+
+
+def check_kernel(kernel):
+  """Refuses a kernel that breaks a rule of the sampler: the sampler runs a
+  kernel's transitions in rounds (``supports_rounds``) only when its
+  ``adapt_update`` needs nothing from before each transition, since the
+  bookkeeping of a round sees the states after it."""
+  if kernel.supports_rounds and type(kernel).adapt_update is not Kernel.adapt_update:
+    raise TypeError(f"{type(kernel).__name__} runs rounds (supports_rounds) and overrides "
+                    "adapt_update, which would see the states after the round; a kernel "
+                    "may do one or the other.")
+  return kernel
+
+
+GradState = collections.namedtuple("GradState", ["z", "log_prob", "grad"])
+
+
+def leapfrog(fn, z, p, grad, step_size, num_steps):
+  """``num_steps`` (a scalar Tensor) leapfrog steps of size ``step_size``."""
+
+  def body(i, z, p, lp, grad):
+    p = p + 0.5 * step_size * grad
+    z = z + step_size * p
+    lp, grad = tfp.math.value_and_gradient(fn, z)
+    p = p + 0.5 * step_size * grad
+    return i + 1, z, p, lp, grad
+
+  lp0 = tf.zeros(tf.shape(z)[:1], z.dtype)
+  _, z, p, lp, grad = tf.while_loop(
+      lambda i, *_: i < num_steps, body, (tf.constant(0), z, p, lp0, grad))
+  return z, p, lp, grad
+
+
+def metropolis(seed, log_accept, new, old):
+  """Accepts per chain with probability ``min(1, exp(log_accept))``."""
+  log_accept = tf.where(tf.math.is_nan(log_accept), tf.constant(-np.inf, log_accept.dtype),
+                        log_accept)
+  u = stateless_uniform(tf.shape(log_accept), seed, log_accept.dtype)
+  accept = tf.math.log(u) < log_accept
+  pick = lambda a, b: tf.where(tf.reshape(accept, [-1] + [1] * (a.shape.rank - 1)), a, b)
+  return tf.nest.map_structure(pick, new, old), accept
