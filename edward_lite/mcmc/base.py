@@ -34,8 +34,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["Kernel", "GradState", "MAX_ENERGY_ERROR", "check_kernel", "check_number",
-           "transition_info", "leapfrog", "metropolis", "random_algorithm",
+__all__ = ["Kernel", "GradientKernel", "GradState", "MAX_ENERGY_ERROR", "check_kernel",
+           "check_number", "transition_info", "leapfrog", "metropolis", "random_algorithm",
            "stateless_normal", "stateless_uniform"]
 
 MAX_ENERGY_ERROR = 1000.  # |H' - H| above this is a divergence (as Stan)
@@ -150,6 +150,19 @@ def check_kernel(kernel):
 
 
 GradState = collections.namedtuple("GradState", ["z", "log_prob", "grad"])
+
+
+class GradientKernel(Kernel):
+  """A kernel whose state is a ``GradState``: the chains' position with its
+  log density and gradient (HMC, ChEES, NUTS)."""
+
+  def init(self, z, fn, step_size):
+    del step_size
+    lp, grad = tfp.math.value_and_gradient(fn, z)
+    return GradState(z, lp, grad)
+
+  def state(self, kstate):
+    return kstate.z
 
 
 def leapfrog(fn, z, p, grad, step_size, num_steps):

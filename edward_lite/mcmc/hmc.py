@@ -5,16 +5,15 @@ jittered by a Halton sequence."""
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
-from edward_lite.mcmc.base import (GradState, Kernel, MAX_ENERGY_ERROR, check_number,
+from edward_lite.mcmc.base import (GradState, GradientKernel, MAX_ENERGY_ERROR, check_number,
                                    leapfrog, metropolis, stateless_normal, stateless_uniform,
                                    transition_info)
 
 __all__ = ["HMC", "ChEES"]
 
 
-class HMC(Kernel):
+class HMC(GradientKernel):
   """Hamiltonian Monte Carlo with an identity metric in the preconditioned space.
 
   Each transition draws ``p ~ N(0, I)``, runs ``L`` leapfrog steps and
@@ -35,17 +34,9 @@ class HMC(Kernel):
 
   def __init__(self, num_leapfrog_steps=16, jitter=True, target_accept=0.8):
     self.num_leapfrog_steps = check_number("HMC", "num_leapfrog_steps", num_leapfrog_steps,
-                                      integer=True, low=1)
+                                           integer=True, low=1)
     self.jitter = bool(jitter)
     self.target_accept = check_number("HMC", "target_accept", target_accept, low=0, high=1)
-
-  def init(self, z, fn, step_size):
-    del step_size
-    lp, grad = tfp.math.value_and_gradient(fn, z)
-    return GradState(z, lp, grad)
-
-  def state(self, kstate):
-    return kstate.z
 
   def num_steps(self, seed, step, step_size, adapt_state):
     del step, step_size, adapt_state

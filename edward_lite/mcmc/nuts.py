@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite.mcmc.base import (GradState, Kernel, MAX_ENERGY_ERROR, check_number,
+from edward_lite.mcmc.base import (GradState, GradientKernel, MAX_ENERGY_ERROR, check_number,
                                    stateless_normal, stateless_uniform, transition_info)
 
 __all__ = ["NUTS"]
@@ -58,7 +58,7 @@ _Tree = collections.namedtuple("_Tree", [
     "diverging"])                     # [C] bool
 
 
-class NUTS(Kernel):
+class NUTS(GradientKernel):
   """The No-U-Turn sampler (multinomial, generalized U-turn criterion).
 
   Args:
@@ -77,14 +77,6 @@ class NUTS(Kernel):
       raise ValueError(f"NUTS max_tree_depth must be between 1 and 30; got {max_tree_depth}.")
     self.max_tree_depth = int(max_tree_depth)
     self.target_accept = check_number("NUTS", "target_accept", target_accept, low=0, high=1)
-
-  def init(self, z, fn, step_size):
-    del step_size
-    lp, grad = tfp.math.value_and_gradient(fn, z)
-    return GradState(z, lp, grad)
-
-  def state(self, kstate):
-    return kstate.z
 
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
     del step, adapt_state
