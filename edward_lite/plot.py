@@ -159,6 +159,14 @@ def pair(result, var_names=None, path=None, **kwargs):
   """
   arviz = _arviz()
   idata = _inference_data(result, "pair")
+  names = var_names or list(idata.posterior.data_vars)
+  names = [names] if isinstance(names, str) else names
+  if all(n in idata.posterior for n in names):  # (ArviZ reads "~name" and filters)
+    sizes = {n: int(np.prod(idata.posterior[n].shape[2:])) for n in names}
+    if sum(sizes.values()) < 2:
+      raise ValueError(f"ed.plot.pair needs at least two scalar quantities to pair; "
+                       f"{', '.join(names)} hold {sum(sizes.values())}: use ed.plot.trace "
+                       "for one.")
   div = _diverging(idata)
   kwargs.setdefault("divergences", div is not None)
   axes = arviz.plot_pair(idata, var_names=var_names, **kwargs)

@@ -89,6 +89,22 @@ def test_pair_marks_the_divergent_transitions(posterior, tmp_path):
   plt.close(fig)
 
 
+def test_pair_of_one_quantity_is_a_clear_error(posterior):
+  with pytest.raises(ValueError, match="pair needs at least two scalar quantities to pair; a hold 1"):
+    ed.plot.pair(posterior, var_names=["a"])
+
+
+def test_plots_of_results_loaded_without_their_model(posterior, fit, tmp_path):
+  posterior.save(tmp_path / "post.npz")
+  fit.save(tmp_path / "fit.npz")
+  loaded, loaded_fit = ed.load(tmp_path / "post.npz"), ed.load(tmp_path / "fit.npz")
+  check_png(ed.plot.trace(loaded, path=tmp_path / "t.png"), tmp_path / "t.png")
+  check_png(ed.plot.pair(loaded, path=tmp_path / "p.png"), tmp_path / "p.png")
+  check_png(ed.plot.elbo(loaded_fit, path=tmp_path / "e.png"), tmp_path / "e.png")
+  with pytest.raises(ValueError, match="loaded without its model"):
+    ed.plot.khat(loaded_fit)
+
+
 def test_elbo(fit, tmp_path):
   path = tmp_path / "elbo.png"
   fig = ed.plot.elbo(fit, path=path)
