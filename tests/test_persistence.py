@@ -100,10 +100,12 @@ def scaled_line(x):
   return ed.Normal(mu, sigma, name="y")
 
 
-VI_FAMILIES = ["meanfield", "fullrank", ed.vi.RealNVP(layers=2, hidden=(8,))]
+VI_FAMILIES = ["meanfield", "fullrank", ed.vi.RealNVP(layers=2, hidden=(8,)),
+               ed.vi.MAF(layers=2, hidden=(8,)), ed.vi.IAF(layers=2, hidden=(8,))]
 
 
-@pytest.fixture(scope="module", params=VI_FAMILIES, ids=["meanfield", "fullrank", "realnvp"])
+@pytest.fixture(scope="module", params=VI_FAMILIES,
+                ids=["meanfield", "fullrank", "realnvp", "maf", "iaf"])
 def vi_fit(request):
   return ed.vi.fit(scaled_line, X, observed={"y": Y}, family=request.param, steps=150,
                    warm_start=50, seed=3, progress=False)
