@@ -522,7 +522,7 @@ def _check_finite_start(target, loc, radius, seed):
     points.append(point)
   radius = radius if np.isfinite(radius) and radius > 0 else 2.
   draws = tf.random.stateless_uniform(
-      [START_POINTS, target.dim], tf.random.experimental.stateless_fold_in(seed, 11),
+      [START_POINTS, target.dim], runtime.stream(seed, "vi_start_points"),
       -radius, radius, dtype=target.dtype)
   if np.isfinite(target.log_prob_flat(draws).numpy()).any():
     return
@@ -552,7 +552,7 @@ def _initial_loc(target, init, radius, seed):
         raise NotImplementedError(f"init='prior' cannot draw {flat}: an improper flat prior "
                                   "(ed.Flat) has no draws; use init='uniform' or give init= "
                                   "values.")
-      draws = target.sample_prior(101, tf.random.experimental.stateless_fold_in(seed, 7))
+      draws = target.sample_prior(101, runtime.stream(seed, "vi_prior_start"))
       u = target.flatten(target.unconstrain(draws)).numpy()
       return np.median(u, axis=0).astype(dtype)
     raise ValueError(f"init must be 'uniform', 'prior' or a dict of constrained values; "

@@ -30,8 +30,6 @@ from edward_lite.target import make_target
 
 __all__ = ["Minibatcher", "DatasetBatches"]
 
-_DATA_STREAM = 0x5EED  # separates the data-subsampling seeds from the draw seeds
-
 
 class Minibatcher:
   """Chooses and applies the minibatch of each step.
@@ -60,7 +58,7 @@ class Minibatcher:
     """The random permutation ``[N]`` of the epoch that ``step`` falls in."""
     epoch = tf.cast(step, tf.int32) // self.batches_per_epoch
     epoch_seed = tf.random.experimental.stateless_fold_in(
-        tf.random.experimental.stateless_fold_in(seed, _DATA_STREAM), epoch)
+        runtime.stream(seed, "vi_minibatches"), epoch)
     return tf.argsort(tf.random.stateless_uniform([self.num_examples], epoch_seed))
 
   def indices(self, seed, step, permutation=None):

@@ -133,7 +133,7 @@ class VIResult:
     self._check_surrogate()
     n = runtime.check_integer("n", n, 1)
     base = tf.constant(runtime.seed_pair(self._seed if seed is None else seed), tf.int32)
-    stream = tf.random.experimental.stateless_fold_in(base, 0x51 if weights else 0x52)
+    stream = runtime.stream(base, "vi_weighted_draws" if weights else "vi_draws")
     if call:
       stream = tf.random.experimental.stateless_fold_in(stream, call)
     parts, log_w = collections.defaultdict(list), []
