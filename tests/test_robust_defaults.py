@@ -69,20 +69,21 @@ def test_a_stuck_chain_under_one_pooled_step_size_is_named():
 def test_the_default_bulk_step_size_leaves_a_stuck_chain_its_own():
   """With warmup 100 the initial window, where every chain adapts its own
   step size, is 15 iterations: chain 4 is still stuck when the bulk starts
-  sharing one.  It leaves the bulk, adapts a far smaller step size of its
-  own, moves, and rejoins: all eight end on one step size and the draws
-  match the analytic posterior."""
+  sharing one (iterations 15 to 90, the slow window).  It leaves the bulk,
+  adapts a far smaller step size of its own, moves, and the draws match the
+  analytic posterior."""
   (hs, iq), score = bm.kid_score_data()
   score = score["kid_score"]
   steps = []
   post = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=100,
                         draws=400, seed=0, init=_stuck_start(), chunk_size=5, progress=False,
                         callback=lambda info: steps.append((info["step"], info["step_size"])))
-  shared = np.array([s for step, s in steps if 20 <= step < 100])  # [chunks, 8]
+  shared = np.array([s for step, s in steps if 20 <= step < 90])  # [chunks, 8]
   others = np.delete(shared, 4, axis=1)
   assert np.all(others == others[:, :1])  # the bulk holds one step size
   assert np.any(shared[:, 4] < 0.2 * others[:, 0])  # chain 4 adapted alone
-  assert np.unique(post.step_size).size == 1
+  final = np.array([s for step, s in steps if step == 100])[0]
+  assert np.unique(final).size == 8  # each settled its own in the final window
   assert post.stuck_chains() == []
   b = post.draws["b"]
   mean, sd = student_t_reference(hs, iq, score)

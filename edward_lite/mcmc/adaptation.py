@@ -19,6 +19,10 @@ towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
 mass matrix; the step size is re-adapted after each window and in a final
 fast window.  A dense metric (``adapt_metric="dense"``) estimates the full
 covariance ``S`` the same way and preconditions with its Cholesky factor.
+
+Step sizes are per chain, one pooled, or (the sampler's default) per chain
+in the fast windows and shared by the bulk of the chains in the slow ones
+(``step_size_update``).
 """
 
 import collections

@@ -88,12 +88,13 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       ``pooled=True``), ``False`` (identity).
     pooled: how warmup adaptation is shared between chains.  ``None``
       (default): in the initial fast window every chain adapts its own step
-      size, so each can leave a bad start; after it the chains whose recent
-      acceptance is near the median chain's (the bulk) share one step size
-      (dual averaging on their mean acceptance), and a chain that rejects
-      far more than the bulk adapts its own until it rejoins
-      (``adaptation.step_size_update``); one diagonal metric is estimated
-      from all chains.  ``False``: per-chain step size and metric (Stan's
+      size, so each can leave a bad start; in the slow windows the chains
+      whose recent acceptance is near the median chain's (the bulk) share
+      one step size (dual averaging on their mean acceptance), and a chain
+      that rejects far more than the bulk adapts its own until it rejoins
+      (``adaptation.step_size_update``); in the final fast window every
+      chain settles its own step size for sampling; one diagonal metric is
+      estimated from all chains.  ``False``: per-chain step size and metric (Stan's
       and NumPyro's scheme).  ``"metric"``: per-chain step sizes, one
       metric.  ``True``: one step size (tuned to the mean acceptance over
       chains) and one metric from the start; a chain that starts where the
@@ -199,9 +200,12 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept, totals = collections.defaultdict(list), None
 
   adapt_step = kernel.adapts_step_size
-  # The bulk shares one step size after the initial fast window, once every
-  # chain has had its own to leave its starting point.
-  share_from = (windows[0][0] if windows else None) if pooling[0] == "bulk" else None
+  # The bulk shares one step size in the slow windows: after the initial
+  # fast window, where every chain leaves its starting point with its own,
+  # and before the final one, where each chain settles its own for sampling
+  # (shared, it would reach the target acceptance on average but run hotter
+  # in the chains where the posterior is curved most: RESULTS §14).
+  shared = (windows[0][0], windows[-1][1]) if windows and pooling[0] == "bulk" else (0, 0)
   bar = make_progress(progress, total, step, "sampling")
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   while step < total:
@@ -209,7 +213,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     n = _chunk_length(step, warmup, total, chunk * (1 if in_warmup or not keep_draws else thin),
                       window_ends | window_starts)
     collect = in_warmup and any(s <= step < e for s, e in windows)
-    share = bool(share_from is not None and step >= share_from)
+    share = shared[0] <= step < shared[1]
     final_step = tf.exp(state.dual_avg.log_step_bar)
     start = time.perf_counter()
     first_call = not program.compiled
