@@ -127,7 +127,10 @@ def _check_finite(what, value):
     return
   if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
     bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
-    raise ValueError(f"{what} contains {bad} non-finite value(s) (NaN or inf); "
+    first = np.argwhere(~np.isfinite(array))[0]
+    at = f", the first at index {tuple(int(i) for i in first)}" if array.ndim > 1 else (
+        f", the first at index {int(first[0])}" if array.ndim == 1 else "")
+    raise ValueError(f"{what} contains {bad} non-finite value(s) (NaN or inf){at}; "
                      "remove or impute them before inference.")
 
 

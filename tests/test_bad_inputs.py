@@ -276,7 +276,7 @@ CASES = [
          ValueError, r"'y' has shape \[5\]; expected \[3\]"),
     case("target-observed-nan",
          lambda t: ed.make_target(normal_model, observed={"y": np.array([0., np.nan, 1.])}),
-         ValueError, r"'y' contains 1 non-finite"),
+         ValueError, r"'y' contains 1 non-finite value\(s\) \(NaN or inf\), the first at index 1;"),
     case("target-observed-inf-list",
          lambda t: ed.make_target(normal_model, observed={"y": [0., float("inf"), 1.]}),
          ValueError, r"'y' contains 1 non-finite"),

@@ -194,5 +194,5 @@ def pool_flags(pooled):
   """``(pool_step, pool_metric)`` -- whether the step size and the metric
   are one for all chains -- from such a pair, or one bool for both.
   ``pool_step`` may also be ``"bulk"``: per-chain dual averaging whose bulk
-  shares one state after the initial window (``step_size_update``)."""
+  shares one state in the slow windows (``step_size_update``)."""
   return (bool(pooled), bool(pooled)) if isinstance(pooled, bool) else tuple(pooled)

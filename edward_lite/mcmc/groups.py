@@ -56,7 +56,8 @@ class ChainGroups:
     and the outputs as NumPy."""
     parts = self.split(state)
     # The step size of a sampling chunk: per chain unless pooled.
-    finals = [final_step] * self.size if self.pool_step is True else tf.split(final_step, self.size)
+    pooled_step = self.pool_step is True
+    finals = [final_step] * self.size if pooled_step else tf.split(final_step, self.size)
 
     def run(g):
       block_seed = tf.random.experimental.stateless_fold_in(seed, g) if self.size > 1 else seed

@@ -94,12 +94,12 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       that rejects far more than the bulk adapts its own until it rejoins
       (``adaptation.step_size_update``); in the final fast window every
       chain settles its own step size for sampling; one diagonal metric is
-      estimated from all chains.  ``False``: per-chain step size and metric (Stan's
-      and NumPyro's scheme).  ``"metric"``: per-chain step sizes, one
-      metric.  ``True``: one step size (tuned to the mean acceptance over
-      chains) and one metric from the start; a chain that starts where the
-      density is very steep can then stay stuck there (the summary warns
-      about stuck chains).
+      estimated from all chains.  ``False``: per-chain step size and
+      metric (Stan's and NumPyro's scheme).  ``"metric"``: per-chain step
+      sizes, one metric.  ``True``: one step size (tuned to the mean
+      acceptance over chains) and one metric from the start; a chain that
+      starts where the density is very steep can then stay stuck there (the
+      summary warns about stuck chains).
     chunk_size: transitions per compiled call between host updates
       (progress, checkpoints); default 200.  With kept draws a sampling
       chunk holds ``chunk_size`` kept draws.  NUTS with 32 chains or more
