@@ -22,7 +22,8 @@ setuptools.setup(
         "numpy>=1.26,<2.4",
     ],
     extras_require={
-        "test": ["pytest>=8", "scipy>=1.10", "arviz>=0.17", "tqdm>=4.60", "matplotlib>=3.5"],
+        "test": ["pytest>=8", "pytest-xdist>=3", "scipy>=1.10", "arviz>=0.17", "tqdm>=4.60",
+                 "matplotlib>=3.5"],
         "arviz": ["arviz>=0.17"],
         "plot": ["matplotlib>=3.5", "arviz>=0.17"],  # ed.plot
         "progress": ["tqdm>=4.60"],
