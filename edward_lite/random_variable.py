@@ -38,6 +38,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import composite_tensor  # pylint: disable=g-direct-tensorflow-import
 
+from edward_lite import console
+
 __all__ = ["RandomVariable", "ControlFlowError", "control_flow_message"]
 
 
@@ -211,6 +213,7 @@ class RandomVariable(composite_tensor.CompositeTensor):
     if not hasattr(distribution, "log_prob") or not hasattr(distribution, "sample"):
       raise TypeError("RandomVariable expects a tfp.distributions.Distribution; "
                       f"got {type(distribution).__name__}.")
+    console.mute_onednn_int32_note()
     self._distribution = distribution
     self._name = name if name is not None else distribution.name
     try:
