@@ -30,7 +30,7 @@ reported per image (in nats).  Adam maximizes it.  Three ways to run a step:
   device 1, and ``z [B, L]`` crosses between them; with 4 each layer has its
   own device.  Adam's slots are colocated with their weights.
 
-    python examples/vae.py                              # single device, ~15 s on 2 CPU cores
+    python examples/vae.py                              # single device, ~10 s on 2 CPU cores
     python examples/vae.py --mode data --replicas 2     # 2 logical CPUs (or GPUs)
     python examples/vae.py --mode model --replicas 2
 
