@@ -115,16 +115,16 @@ def test_tree_sizes_equal_the_recursive_construction(case):
   expected = [_reference_trajectory(log_prob_np, grad_np, z0[c], p0.numpy()[c], h,
                                     directions.numpy()[c], max_depth) for c in range(chains)]
   steps, depth, diverging = map(np.array, zip(*expected))
-  np.testing.assert_array_equal(info["n_grads"].numpy(), steps)
-  np.testing.assert_array_equal(info["tree_depth"].numpy(), depth)
-  np.testing.assert_array_equal(info["diverging"].numpy(), diverging)
+  np.testing.assert_array_equal(info.n_grads.numpy(), steps)
+  np.testing.assert_array_equal(info.tree_depth.numpy(), depth)
+  np.testing.assert_array_equal(info.diverging.numpy(), diverging)
   assert len(set(steps)) > 3  # the chains' trees differ: lockstep is exercised
   if case == "stiff":
     assert 0 < diverging.sum() < chains
   # The new state is a point of each trajectory, with its density and gradient.
   np.testing.assert_allclose(new.log_prob.numpy(), fn(new.z).numpy(), rtol=1e-12)
   assert np.all(np.isfinite(new.z.numpy()))
-  accept = info["accept_prob"].numpy()
+  accept = info.accept_prob.numpy()
   assert np.all((accept >= 0) & (accept <= 1))
 
 
@@ -172,16 +172,16 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
     return new, zs, info, draws
 
   new, zs, info, draws = run(tf.constant(z0))
-  zs, info = zs.numpy(), {k: v.numpy() for k, v in info.items()}
+  zs, info = zs.numpy(), tf.nest.map_structure(lambda v: v.numpy(), info)
   starts = [z0] + [zs[k] for k in range(rounds - 1)]
   for k in range(rounds):
     p0, directions = (x.numpy() for x in draws[k])
     expected = [_reference_trajectory(log_prob_np, grad_np, starts[k][c], p0[c], h,
                                       directions[c], max_depth) for c in range(chains)]
     steps, depth, diverging = map(np.array, zip(*expected))
-    np.testing.assert_array_equal(info["n_grads"][k], steps, err_msg=f"transition {k}")
-    np.testing.assert_array_equal(info["tree_depth"][k], depth)
-    np.testing.assert_array_equal(info["diverging"][k], diverging)
+    np.testing.assert_array_equal(info.n_grads[k], steps, err_msg=f"transition {k}")
+    np.testing.assert_array_equal(info.tree_depth[k], depth)
+    np.testing.assert_array_equal(info.diverging[k], diverging)
   np.testing.assert_array_equal(zs[rounds - 1], new.z.numpy())
 
   # A round of one transition is the lockstep transition, bit for bit.
@@ -192,20 +192,20 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
       step = tf.constant([[h]], tf.float64)
       a, za, info_a = kernel.run_rounds(state, step, transition_seed, tf.constant(1), 1, density)
       b, info_b = kernel.one_step(state, step, transition_seed(tf.constant(0)), density)
-    return a, za[0], {k: v[0] for k, v in info_a.items()}, b, info_b
+    return a, za[0], tf.nest.map_structure(lambda v: v[0], info_a), b, info_b
 
   a, za, info_a, b, info_b = one_round_and_one_step(tf.constant(z0))
   np.testing.assert_array_equal(za, b.z.numpy())
   for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
     np.testing.assert_array_equal(x, y)
-  for key in info_b:
-    np.testing.assert_array_equal(info_a[key], info_b[key], err_msg=key)
-  per_chain = info["n_grads"][:rounds].sum(0)
+  for key, value in info_b.statistics().items():
+    np.testing.assert_array_equal(getattr(info_a, key), value, err_msg=key)
+  per_chain = info.n_grads[:rounds].sum(0)
   assert int(calls.numpy()) == per_chain.max()
-  lockstep = info["n_grads"][:rounds].max(1).sum()  # each transition waits for its longest
+  lockstep = info.n_grads[:rounds].max(1).sum()  # each transition waits for its longest
   assert per_chain.max() < lockstep, (per_chain.max(), lockstep)
   if case == "stiff":
-    assert 0 < info["diverging"][:rounds].sum()
+    assert 0 < info.diverging[:rounds].sum()
 
 
 def test_max_tree_depth_caps_the_trajectory():
@@ -217,8 +217,8 @@ def test_max_tree_depth_caps_the_trajectory():
     _, info = kernel.one_step(state, tf.constant([[0.01]], tf.float64),
                               tf.constant([1, 2]), fn)
   # A step size of 0.01 never turns within 3 steps: every tree is full.
-  np.testing.assert_array_equal(info["n_grads"].numpy(), 3)
-  np.testing.assert_array_equal(info["tree_depth"].numpy(), 2)
+  np.testing.assert_array_equal(info.n_grads.numpy(), 3)
+  np.testing.assert_array_equal(info.tree_depth.numpy(), 2)
 
 
 def test_own_and_tfp_nuts_agree_in_distribution():

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite.mcmc.base import Kernel, MAX_ENERGY_ERROR, check_number, transition_info
+from edward_lite.mcmc.base import Kernel, MAX_ENERGY_ERROR, check_number, TransitionInfo
 
 __all__ = ["TFPNUTS"]
 
@@ -51,5 +51,5 @@ class TFPNUTS(Kernel):
     leapfrogs = tf.cast(results.leapfrogs_taken, tf.int32)
     depth = tf.math.log(tf.cast(leapfrogs, tf.float32) + 1.) / np.log(2.)
     depth = tf.cast(tf.math.ceil(depth - 1e-4), tf.int32)
-    return (z, results), transition_info(accept_prob, results.has_divergence, leapfrogs, depth,
-                               results.energy, results.target_log_prob)
+    return (z, results), TransitionInfo(accept_prob, results.has_divergence, leapfrogs, depth,
+                                        results.energy, results.target_log_prob)

@@ -10,10 +10,10 @@ chain-batched ``z[C, D]``:
 * ``init(z, fn, step_size) -> kstate``: kernel state at ``z``, where
   ``fn(z) -> [C]`` is the log density;
 * ``one_step(kstate, step_size, seed, fn, step, adapt_state) -> (kstate, info)``, where
-  ``step_size`` is ``[C, 1]`` (or ``[1, 1]`` shared) and ``info``
-  (``transition_info``) holds per-chain ``[C]`` statistics:
+  ``step_size`` is ``[C, 1]`` (or ``[1, 1]`` shared) and ``info`` is a
+  ``TransitionInfo`` of per-chain ``[C]`` statistics (``STATISTICS``:
   ``accept_prob``, ``diverging``, ``n_grads``, ``tree_depth``, ``energy``,
-  ``log_prob``;
+  ``log_prob``) and a kernel's own ``extra`` values, which are not recorded;
 * ``state(kstate) -> z``;
 * the facts the sampler asks: ``default_target_accept(dim)``,
   ``initial_step_size(dim)``, ``adapts_step_size``, ``shared_metric``,
@@ -24,49 +24,69 @@ chain-batched ``z[C, D]``:
 Normal and uniform draws use the threefry stateless generator under XLA
 (on CPU an order of magnitude faster than TensorFlow's default algorithm)
 and Philox outside XLA, where TensorFlow has no threefry kernel; the sampler
-picks with ``random_algorithm`` while it traces.
+picks with ``random_algorithm`` while it traces.  The choice is per thread
+(chain groups trace their programs from a thread pool).
 """
 
 import collections
 import contextlib
+import threading
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["Kernel", "GradientKernel", "GradState", "MAX_ENERGY_ERROR", "check_kernel",
-           "check_number", "transition_info", "leapfrog", "metropolis", "random_algorithm",
-           "stateless_normal", "stateless_uniform"]
+__all__ = ["Kernel", "GradientKernel", "GradState", "MAX_ENERGY_ERROR", "STATISTICS",
+           "TransitionInfo", "check_kernel", "check_number", "leapfrog", "metropolis",
+           "random_algorithm", "stateless_normal", "stateless_uniform"]
 
 MAX_ENERGY_ERROR = 1000.  # |H' - H| above this is a divergence (as Stan)
 
 
-_ALGORITHM = ["threefry"]
+_RANDOM = threading.local()  # .alg: the algorithm of the trace running in this thread
 
 
 @contextlib.contextmanager
 def random_algorithm(alg):
-  """Kernels traced inside draw with ``alg`` ("threefry": XLA only; "philox")."""
-  _ALGORITHM.append(alg)
+  """Kernels traced inside, in this thread, draw with ``alg`` ("threefry":
+  XLA only; "philox")."""
+  outer = getattr(_RANDOM, "alg", "threefry")
+  _RANDOM.alg = alg
   try:
     yield
   finally:
-    _ALGORITHM.pop()
+    _RANDOM.alg = outer
 
 
 def stateless_normal(shape, seed, dtype):
-  return tf.random.stateless_normal(shape, seed, dtype=dtype, alg=_ALGORITHM[-1])
+  return tf.random.stateless_normal(shape, seed, dtype=dtype,
+                                    alg=getattr(_RANDOM, "alg", "threefry"))
 
 
 def stateless_uniform(shape, seed, dtype, minval=0, maxval=None):
   return tf.random.stateless_uniform(shape, seed, minval, maxval, dtype=dtype,
-                                     alg=_ALGORITHM[-1])
+                                     alg=getattr(_RANDOM, "alg", "threefry"))
 
 
-def transition_info(accept_prob, diverging, n_grads, tree_depth, energy, log_prob):
-  """The per-chain ``[C]`` statistics of one transition, as a dict."""
-  return dict(accept_prob=accept_prob, diverging=diverging, n_grads=n_grads,
-              tree_depth=tree_depth, energy=energy, log_prob=log_prob)
+class TransitionInfo(NamedTuple):
+  """The per-chain ``[C]`` statistics of one transition (``[R, C]`` for
+  ``R`` transitions of ``run_rounds``).  ``extra`` holds values a kernel's
+  own adaptation reads (ChEES: the proposal); they are not recorded."""
+  accept_prob: tf.Tensor   # mean Metropolis acceptance probability (float)
+  diverging: tf.Tensor     # bool: energy error above MAX_ENERGY_ERROR, or not finite
+  n_grads: tf.Tensor       # int32: gradient evaluations
+  tree_depth: tf.Tensor    # int32: NUTS tree depth (0 for other kernels)
+  energy: tf.Tensor        # Hamiltonian at the new state (float)
+  log_prob: tf.Tensor      # log density at the new state (float)
+  extra: dict = {}
+
+  def statistics(self):
+    """The recorded statistics, ``{name: value}`` in ``STATISTICS`` order."""
+    return {name: getattr(self, name) for name in STATISTICS}
+
+
+STATISTICS = TransitionInfo._fields[:-1]
 
 
 def check_number(kernel, name, value, integer=False, low=None, high=None):

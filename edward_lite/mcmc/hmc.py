@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from edward_lite.mcmc.base import (GradState, GradientKernel, MAX_ENERGY_ERROR, check_number,
                                    leapfrog, metropolis, stateless_normal, stateless_uniform,
-                                   transition_info)
+                                   TransitionInfo)
 
 __all__ = ["HMC", "ChEES"]
 
@@ -58,10 +58,8 @@ class HMC(GradientKernel):
                                    (kstate, h0))
     accept_prob = tf.exp(tf.minimum(log_accept, 0.))
     n_grads = tf.fill(tf.shape(lp), tf.cast(steps, tf.int32))
-    info = transition_info(accept_prob, diverging, n_grads, tf.zeros_like(n_grads), energy,
-                           new.log_prob)
-    info["_proposal"] = (z, p)  # for ChEES adaptation; keys with "_" are not recorded
-    return new, info
+    return new, TransitionInfo(accept_prob, diverging, n_grads, tf.zeros_like(n_grads), energy,
+                               new.log_prob, extra={"proposal": (z, p)})  # for ChEES
 
 
 class ChEES(HMC):
@@ -122,8 +120,8 @@ class ChEES(HMC):
   def adapt_update(self, adapt_state, kstate_before, info, step_size, step):
     _, sq_avg, k, log_t_avg = adapt_state
     log_t = self._log_t(adapt_state, step_size)
-    z0, (z1, p1) = kstate_before.z, info["_proposal"]
-    w = tf.where(tf.math.is_finite(info["accept_prob"]), info["accept_prob"], 0.)
+    z0, (z1, p1) = kstate_before.z, info.extra["proposal"]
+    w = tf.where(tf.math.is_finite(info.accept_prob), info.accept_prob, 0.)
     w = w / tf.maximum(tf.reduce_sum(w), 1e-20)
     c0 = z0 - tf.reduce_mean(z0, 0, keepdims=True)
     c1 = z1 - tf.reduce_mean(z1, 0, keepdims=True)

@@ -39,7 +39,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.mcmc.base import (GradState, GradientKernel, MAX_ENERGY_ERROR, check_number,
-                                   stateless_normal, stateless_uniform, transition_info)
+                                   stateless_normal, stateless_uniform, STATISTICS, TransitionInfo)
 
 __all__ = ["NUTS"]
 
@@ -98,8 +98,8 @@ class NUTS(GradientKernel):
     _, tree = tf.while_loop(lambda i, tree: ~tf.reduce_all(tree.done), body,
                             (tf.constant(0), tree))
     accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
-    return tree.proposal, transition_info(accept, tree.diverging, tree.n_grads, tree.depth,
-                                          tree.energy, tree.proposal.log_prob)
+    return tree.proposal, TransitionInfo(accept, tree.diverging, tree.n_grads, tree.depth,
+                                         tree.energy, tree.proposal.log_prob)
 
   def run_rounds(self, kstate, step_size, transition_seed, rounds, capacity, fn):
     """``rounds`` transitions of every chain, each chain starting its next
@@ -175,7 +175,6 @@ class NUTS(GradientKernel):
     # Per transition, one row [C, D + 6]: the state, then the statistics
     # (integers and booleans are exact in floating point); a scratch row at
     # ``capacity`` takes the writes of unfinished chains.
-    stats = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
     p0, directions = next_draws(tf.zeros([chains], tf.int32))
     tree = _new_tree(kstate, p0, depth_max)
 
@@ -184,9 +183,9 @@ class NUTS(GradientKernel):
                             tf.random.experimental.stateless_fold_in(leaf_seed, i), depth_max)
       finished = tree.done & (k < rounds)
       accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
-      values = transition_info(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
-                     tree.proposal.log_prob)
-      row = tf.concat([tree.proposal.z] + [tf.cast(values[key], dtype)[:, None] for key in stats],
+      values = TransitionInfo(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
+                              tree.proposal.log_prob).statistics()
+      row = tf.concat([tree.proposal.z] + [tf.cast(v, dtype)[:, None] for v in values.values()],
                       -1)
       index = tf.stack([tf.where(finished, k, capacity), chain_index], -1)
       out = tf.tensor_scatter_nd_update(out, index, row)
@@ -197,12 +196,12 @@ class NUTS(GradientKernel):
     tree, out = tf.while_loop(
         lambda i, k, *_: tf.reduce_any(k < rounds), body,
         (tf.constant(0), tf.zeros([chains], tf.int32), tree, tree.energy, directions,
-         tf.zeros([capacity + 1, chains, dim + len(stats)], dtype)))[2::3]
+         tf.zeros([capacity + 1, chains, dim + len(STATISTICS)], dtype)))[2::3]
     out = out[:capacity]
-    info = {key: out[..., dim + j] for j, key in enumerate(stats)}
-    info.update(diverging=info["diverging"] > 0.5,
-                n_grads=tf.cast(info["n_grads"], tf.int32),
-                tree_depth=tf.cast(info["tree_depth"], tf.int32))
+    info = TransitionInfo(*(out[..., dim + j] for j in range(len(STATISTICS))))
+    info = info._replace(diverging=info.diverging > 0.5,
+                         n_grads=tf.cast(info.n_grads, tf.int32),
+                         tree_depth=tf.cast(info.tree_depth, tf.int32))
     return tree.proposal, out[..., :dim], info
 
 

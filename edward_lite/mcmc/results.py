@@ -4,7 +4,7 @@
 import numpy as np
 
 from edward_lite import diagnostics
-from edward_lite.mcmc import streaming
+from edward_lite.mcmc import base, streaming
 from edward_lite.summary import COLUMNS, Summary, hdi, present, select_names
 
 __all__ = ["MCMCResult", "Summary"]
@@ -45,8 +45,7 @@ class MCMCResult:
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
             keep_draws, timings):
     cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
-    stats = {k: cat(k) for k in ("accept_prob", "diverging", "n_grads", "tree_depth",
-                                 "energy", "log_prob")}
+    stats = {k: cat(k) for k in base.STATISTICS}
     flat = cat("draws") if keep_draws else None
     stream = streaming.stream_summary(state.stream)
     result = cls(

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.mcmc.base import (GradState, Kernel, check_number, metropolis,
-                                   stateless_normal, transition_info)
+                                   stateless_normal, TransitionInfo)
 
 __all__ = ["RWMH"]
 
@@ -60,5 +60,5 @@ class RWMH(Kernel):
     accept_prob = tf.exp(tf.minimum(log_accept, 0.))
     accept_prob = tf.where(tf.math.is_nan(accept_prob), tf.zeros_like(accept_prob), accept_prob)
     zeros = tf.zeros_like(lp, tf.int32)
-    return GradState(z, lp, ()), transition_info(accept_prob, ~tf.math.is_finite(lp_new), zeros,
-                                       zeros, -lp, lp)
+    return GradState(z, lp, ()), TransitionInfo(accept_prob, ~tf.math.is_finite(lp_new), zeros,
+                                                zeros, -lp, lp)

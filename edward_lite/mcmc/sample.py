@@ -43,7 +43,6 @@ DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
 # schools) and the rounds' code would add ~1 s of compile time.
 ROUNDS_MIN_CHAINS = 32
 
-STAT_KEYS = ("accept_prob", "diverging", "n_grads", "tree_depth", "energy", "log_prob")
 
 # ``u``: the chains' unconstrained states ``[C, D]``; ``z``: the same in the
 # preconditioned space the kernel moves in (``u = _to_u(z, scale)``), carried
@@ -453,13 +452,13 @@ class _Program:
       step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
       new_kstate, z, info = transition(i, kstate, step_size, kadapt)
       totals = dict(
-          n_grads=totals["n_grads"] + info["n_grads"],
-          diverging=totals["diverging"] + tf.cast(info["diverging"], tf.int32),
-          accept_prob=totals["accept_prob"] + info["accept_prob"],
-          max_depth=tf.maximum(totals["max_depth"], info["tree_depth"]))
+          n_grads=totals["n_grads"] + info.n_grads,
+          diverging=totals["diverging"] + tf.cast(info.diverging, tf.int32),
+          accept_prob=totals["accept_prob"] + info.accept_prob,
+          max_depth=tf.maximum(totals["max_depth"], info.tree_depth))
       u = _to_u(z, scale)
       dual_avg = _select(adapt_step, adaptation.step_size_update(
-          dual_avg, info["accept_prob"], target_accept, share), dual_avg)
+          dual_avg, info.accept_prob, target_accept, share), dual_avg)
       kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                        start + i), kadapt)
       metric = _select(collect, adaptation.welford_update(metric, u), metric)
@@ -474,7 +473,7 @@ class _Program:
       row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
       out = {"draws": tf.tensor_scatter_nd_update(buffers["draws"], row, x[None])}
       for key in stat_dtypes:
-        out[key] = tf.tensor_scatter_nd_update(buffers[key], row, info[key][None])
+        out[key] = tf.tensor_scatter_nd_update(buffers[key], row, getattr(info, key)[None])
       return out
 
     def segments(i, last, carry, transition):
@@ -515,8 +514,8 @@ class _Program:
       # kernel whose adapt_update would need the state before each one).
       def transition(j, kstate, step_size, kadapt):
         del step_size, kadapt
-        return kstate, tf.gather(z_all, j - i), {key: tf.gather(value, j - i)
-                                                 for key, value in info_all.items()}
+        return kstate, tf.gather(z_all, j - i), tf.nest.map_structure(
+            lambda value: tf.gather(value, j - i), info_all)
 
       return segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
 
