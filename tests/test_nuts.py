@@ -245,3 +245,30 @@ def test_own_and_tfp_nuts_agree_in_distribution():
 def test_nuts_state_is_a_grad_state():
   assert isinstance(ed.mcmc.NUTS().init(tf.zeros([2, 1]), lambda z: -tf.reduce_sum(z ** 2, -1),
                                         0.1), GradState)
+
+
+def test_random_algorithm_is_chosen_per_thread():
+  # Chain groups trace their programs from a thread pool: one thread's choice
+  # must not reach a trace running in another, nor outlive its block.
+  import threading  # pylint: disable=g-import-not-at-top
+  seen = {}
+  inside, leave = threading.Event(), threading.Event()
+
+  def other():
+    with base.random_algorithm("philox"):
+      seen["other"] = base._algorithm()  # pylint: disable=protected-access
+      inside.set()
+      leave.wait(10)
+
+  thread = threading.Thread(target=other)
+  thread.start()
+  inside.wait(10)
+  seen["main while other is inside"] = base._algorithm()  # pylint: disable=protected-access
+  leave.set()
+  thread.join()
+  with base.random_algorithm("philox"):
+    with base.random_algorithm("threefry"):
+      seen["nested"] = base._algorithm()  # pylint: disable=protected-access
+    seen["restored"] = base._algorithm()  # pylint: disable=protected-access
+  assert seen == {"other": "philox", "main while other is inside": "threefry",
+                  "nested": "threefry", "restored": "philox"}

@@ -51,7 +51,7 @@ _RANDOM = threading.local()  # .alg: the algorithm of the trace running in this 
 def random_algorithm(alg):
   """Kernels traced inside, in this thread, draw with ``alg`` ("threefry":
   XLA only; "philox")."""
-  outer = getattr(_RANDOM, "alg", "threefry")
+  outer = _algorithm()
   _RANDOM.alg = alg
   try:
     yield
@@ -59,14 +59,17 @@ def random_algorithm(alg):
     _RANDOM.alg = outer
 
 
+def _algorithm():
+  return getattr(_RANDOM, "alg", "threefry")
+
+
 def stateless_normal(shape, seed, dtype):
-  return tf.random.stateless_normal(shape, seed, dtype=dtype,
-                                    alg=getattr(_RANDOM, "alg", "threefry"))
+  return tf.random.stateless_normal(shape, seed, dtype=dtype, alg=_algorithm())
 
 
 def stateless_uniform(shape, seed, dtype, minval=0, maxval=None):
   return tf.random.stateless_uniform(shape, seed, minval, maxval, dtype=dtype,
-                                     alg=getattr(_RANDOM, "alg", "threefry"))
+                                     alg=_algorithm())
 
 
 class TransitionInfo(NamedTuple):
