@@ -5,11 +5,12 @@ computed another way.
 The models, their data and their references are in
 ``tests/battery_models.py`` (shared with ``tests/test_battery.py``, the
 bounded CI part).  Every run is ``ed.mcmc.sample`` with its defaults (NUTS,
-1000 warmup + 1000 draws, per-chain adaptation), except where a model's
-Stan reference needs ``adapt_delta > 0.8`` (printed as its note).  A run
-passes when no chain is stuck (``stuck_chains()`` empty), the largest R-hat
-over every latent is below 1.01, and every checked posterior mean and sd is
-within 4 Monte Carlo standard errors of the reference.
+1000 warmup + 1000 draws, the default adaptation), except where a model's
+Stan reference needs ``adapt_delta > 0.8`` or double precision (printed as
+its note).  A run passes when no chain is stuck (``stuck_chains()``
+empty), the largest R-hat over every latent is below 1.01, and every checked
+posterior mean and sd is within 4 Monte Carlo standard errors of the
+reference.
 
 Per run it prints: stuck chains, max R-hat, max |z| of the means and of the
 sds against the reference, the range of sd / reference sd, divergences
@@ -122,7 +123,7 @@ def main(argv=None):
     model.reference()
     print(f"\n{name}: {model.stan}\n  reference: {model.reference_kind} "
           f"({time.perf_counter() - t0:.1f} s)"
-          + (f"\n  kernel: {model.note}" if model.note else ""), flush=True)
+          + (f"\n  settings: {model.note}" if model.note else ""), flush=True)
     print(HEADER, flush=True)
     for chains in args.chains:
       for seed in args.seeds:
