@@ -54,7 +54,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["split_rhat", "rhat", "ess", "ess_bulk", "ess_tail", "mcse_mean",
+__all__ = ["split_rhat", "psrf_from_moments", "rhat", "ess", "ess_bulk", "ess_tail", "mcse_mean",
            "mcse_quantile", "nested_rhat", "ebfmi", "convergence"]
 
 F64 = tf.float64
@@ -286,17 +286,25 @@ def _pooled_sorted(x):
 
 
 def _psrf(x):
-  """Potential scale reduction of chains [P, M, n] (BDA3, eq. 11.4).
-
-      W = mean_m s_m^2,   B / n = var_m(mean_m)  (both with ddof 1)
-      var+ = (n - 1) / n W + B / n,   R-hat = sqrt(var+ / W)
-  """
+  """Potential scale reduction of chains [P, M, n] (``psrf_from_moments``)."""
   n = x.shape[-1]
   chain_mean = tf.reduce_mean(x, axis=-1)
-  within = tf.reduce_mean(
-      tf.reduce_sum(tf.square(x - chain_mean[..., None]), axis=-1) / (n - 1), axis=-1)
-  between_over_n = _var_ddof1(chain_mean)
-  var_plus = (n - 1.) / n * within + between_over_n
+  chain_var = tf.reduce_sum(tf.square(x - chain_mean[..., None]), axis=-1) / (n - 1)
+  return psrf_from_moments(chain_mean, chain_var, n)
+
+
+def psrf_from_moments(chain_mean, chain_var, n):
+  """Potential scale reduction of ``M`` sequences of ``n`` draws from their
+  means and variances (ddof 1), ``[..., M]`` each (BDA3, eq. 11.4):
+
+      W = mean_m s_m^2,   B / n = var_m(mean_m)  (ddof 1)
+      var+ = (n - 1) / n W + B / n,   R-hat = sqrt(var+ / W)
+
+  Shared by the R-hat of kept draws (here) and of streamed moments
+  (``mcmc.streaming``).  Returns ``[...]``.
+  """
+  within = tf.reduce_mean(chain_var, axis=-1)
+  var_plus = (n - 1.) / n * within + _var_ddof1(chain_mean)
   return tf.sqrt(var_plus / within)
 
 

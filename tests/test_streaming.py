@@ -88,6 +88,22 @@ def test_sampler_without_draws_reports_ess_and_split_rhat():
   assert np.isnan(ours["q5"]) and np.isnan(ours["ess_tail"])
 
 
+def test_streamed_split_rhat_equals_split_rhat_of_the_draws():
+  # Even draws: the streamed halves are split R-hat's half-chains, so the
+  # moment formula and the draws formula must agree to round-off.
+  result = ed.mcmc.sample(normal_normal, observed={"y": np.float32([0.5, 1., -0.2, 0.3, 0.8])},
+                          chains=3, warmup=20, draws=40, seed=5, progress=False)
+  np.testing.assert_allclose(result.streamed["r_hat"]["mu"],
+                             np.asarray(diagnostics.split_rhat(result.draws["mu"])), rtol=1e-5)
+  # The moment formula against BDA3's, written out in NumPy.
+  x = np.random.default_rng(0).normal(size=(2, 6, 50)) + np.arange(6)[:, None] * 0.1
+  n, w = 50, x.var(-1, ddof=1).mean(-1)
+  expected = np.sqrt(((n - 1) / n * w + x.mean(-1).var(-1, ddof=1)) / w)
+  np.testing.assert_allclose(
+      diagnostics.psrf_from_moments(x.mean(-1), x.var(-1, ddof=1), n).numpy(), expected,
+      rtol=1e-12)
+
+
 def _rss_bytes():
   with open("/proc/self/statm") as f:
     return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -31,6 +31,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from edward_lite import diagnostics
 from edward_lite.mcmc import adaptation
 
 __all__ = ["StreamState", "stream_init", "stream_update", "stream_add", "stream_close",
@@ -151,15 +152,12 @@ def stream_summary(state):
              count=n)
   nan = np.full_like(grand, np.nan)
 
-  # Split R-hat: the 2C half-chains.
+  # Split R-hat: the 2C half-chains (the halves differ by at most one draw).
   if counts.min() >= 2:
     seq_means = means.reshape(-1, means.shape[-1])
     seq_vars = (m2s / (counts[:, None, None] - 1.)).reshape(-1, means.shape[-1])
-    m = counts.min()  # the halves differ by at most one draw
-    within = seq_vars.mean(axis=0)
-    between = m * seq_means.var(axis=0, ddof=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-      out["r_hat"] = np.sqrt(((m - 1.) / m * within + between / m) / within)
+    out["r_hat"] = diagnostics.psrf_from_moments(seq_means.T, seq_vars.T,
+                                                 float(counts.min())).numpy()
   else:
     out["r_hat"] = nan
 
