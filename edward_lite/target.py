@@ -268,6 +268,17 @@ class Target:
               f"{_program_site(e.__traceback__)}: "
               f"{_OP_PREFIX.sub('', _first_line(e))}; its arguments: "
               f"{self._describe_arguments()}.") from e
+        if _first_line(e).startswith("Tensor conversion requested dtype") and not (
+            _is_dtype_conflict(e)):
+          # tf.convert_to_tensor(data, dtype=...) on an argument: NumPy and
+          # pandas data arrive as Tensors, which it does not cast.
+          raise TypeError(
+              f"The program {getattr(self._program, '__name__', '')} failed{after}"
+              f"{_program_site(e.__traceback__)}: {_first_line(e).split(': <tf.Tensor')[0]}; "
+              "NumPy and pandas data reach the program as Tensors (converted once, "
+              "before tracing), so change their dtype with tf.cast, not "
+              f"tf.convert_to_tensor(..., dtype=...); its arguments: "
+              f"{self._describe_arguments()}.") from e
         if not _is_dtype_conflict(e) or str(e).startswith("Random variable '"):
           raise
         raise DtypeConflictError(

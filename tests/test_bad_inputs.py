@@ -59,6 +59,11 @@ OBS = {"y": Y}
 X = np.array([[1., 0.], [0., 1.], [1., 1.]], np.float32)
 
 
+def counts_as_float64(counts):
+  rate = ed.Gamma(2., 1., name="rate")
+  ed.Factor(tf.reduce_sum(tf.convert_to_tensor(counts, tf.float64)) * 0. + rate, name="term")
+
+
 def normal_model():
   mu = ed.Normal(0., 1., name="mu")
   return ed.Normal(mu * tf.ones(3), 1., name="y")
@@ -563,6 +568,12 @@ CASES = [
          (TypeError, ValueError), r"int32"),
     case("prior-predictive-not-callable", lambda t: ed.prior_predictive(None), TypeError,
          r"callable"),
+
+    # A NumPy integer column cast with convert_to_tensor (it arrives as a Tensor).
+    case("program-convert-to-tensor-dtype-of-data",
+         lambda t: sample(counts_as_float64, np.arange(5), observed={}), TypeError,
+         r"counts_as_float64.*dtype float64 for Tensor with dtype int64.*tf\.cast.*"
+         r"counts: int64 \[5\]"),
 
     # Strategies.
     case("strategy-unknown-kind", lambda t: ed.distribute.strategy("gpus"), ValueError,
