@@ -272,3 +272,9 @@ def test_random_algorithm_is_chosen_per_thread():
     seen["restored"] = base._algorithm()  # pylint: disable=protected-access
   assert seen == {"other": "philox", "main while other is inside": "threefry",
                   "nested": "threefry", "restored": "philox"}
+
+
+def test_transition_info_names_its_statistics_and_their_dtypes_once():
+  assert tuple(base.TransitionInfo.dtypes(tf.float64)) == base.STATISTICS
+  assert base.STATISTICS == ("accept_prob", "diverging", "n_grads", "tree_depth", "energy",
+                             "log_prob")

@@ -88,6 +88,12 @@ class TransitionInfo(NamedTuple):
     """The recorded statistics, ``{name: value}`` in ``STATISTICS`` order."""
     return {name: getattr(self, name) for name in STATISTICS}
 
+  @staticmethod
+  def dtypes(float_dtype):
+    """The recorded statistics' dtypes, ``{name: dtype}``."""
+    return dict(accept_prob=float_dtype, diverging=tf.bool, n_grads=tf.int32,
+                tree_depth=tf.int32, energy=float_dtype, log_prob=float_dtype)
+
 
 STATISTICS = TransitionInfo._fields[:-1]
 

@@ -428,8 +428,7 @@ class _Program:
     def log_prob(z):
       return target.log_prob_flat(_to_u(z, scale))
 
-    stat_dtypes = dict(accept_prob=dtype, diverging=tf.bool, n_grads=tf.int32,
-                       tree_depth=tf.int32, energy=dtype, log_prob=dtype)
+    stat_dtypes = base.TransitionInfo.dtypes(dtype)
     buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
     buffers["draws"] = tf.zeros([capacity, chains, target.constrained_dim], dtype)
     step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
