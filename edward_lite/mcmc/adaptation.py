@@ -21,8 +21,8 @@ fast window.  A dense metric (``adapt_metric="dense"``) estimates the full
 covariance ``S`` the same way and preconditions with its Cholesky factor.
 
 Step sizes are per chain, one pooled, or (the sampler's default) per chain
-in the fast windows and shared by the bulk of the chains in the slow ones
-(``step_size_update``).
+in the initial fast window and shared by the bulk of the chains from the
+first slow window to the end of warmup (``step_size_update``).
 """
 
 import collections
@@ -144,7 +144,7 @@ def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
   return windows
 
 
-BULK_TOLERANCE, DEFICIT_RATE = 0.25, 0.1
+BULK_TOLERANCE, DEFICIT_RATE, ACCEPT_FLOOR = 0.25, 0.1, 0.05
 
 
 def bulk_chains(deficit, tolerance=BULK_TOLERANCE):
@@ -165,11 +165,23 @@ def step_size_update(state, accept_prob, target_accept, share):
     mean acceptance over chains.
   * Per-chain states ``[C, 1]``: each chain's dual averaging on its own
     acceptance; with ``share`` (a scalar bool), the bulk (``bulk_chains``)
-    shares one state, updated with the bulk's mean acceptance -- one step
-    size, as pooled adaptation, with the noise of one chain's acceptance
-    averaged out -- while a chain outside the bulk adapts its own step size
-    from the shared state it left, so no chain can be frozen at a step size
-    tuned to the others.  A chain that rejoins takes the bulk's state.
+    shares one state -- one step size, with the noise of one chain's
+    acceptance averaged out -- while a chain outside the bulk adapts its own
+    step size from the shared state it left, so no chain can be frozen at a
+    step size tuned to the others.  A chain that rejoins takes the bulk's
+    state.
+
+  The bulk's state is fed the geometric mean of the bulk's acceptance
+  statistics, each floored at ``ACCEPT_FLOOR``:
+
+      a_bulk = exp(mean_{c in bulk} log max(a_c, ACCEPT_FLOOR))
+
+  On a posterior whose curvature is about the same everywhere the chains'
+  acceptances are close and this is about their mean.  Where it is not (a
+  funnel's neck, GARCH's ``alpha1 + beta1 -> 1``), the few chains that
+  reject or diverge there pull it down far more than they pull down the
+  mean, so the shared step size settles smaller, as each chain's own dual
+  averaging would (the arithmetic mean ran hot there: RESULTS section 17).
 
   ``deficit`` (each chain's ``target_accept - a_t``, exponentially averaged
   at rate ``DEFICIT_RATE``) is updated every call.
@@ -182,7 +194,8 @@ def step_size_update(state, accept_prob, target_accept, share):
   own = dual_averaging_update(state._replace(deficit=deficit), accept[:, None], target_accept)
   bulk, median_chain = bulk_chains(deficit)
   weight = tf.cast(bulk[:, 0], accept.dtype)
-  bulk_accept = tf.reduce_sum(weight * accept) / tf.reduce_sum(weight)
+  log_accept = tf.math.log(tf.maximum(accept, ACCEPT_FLOOR))
+  bulk_accept = tf.exp(tf.reduce_sum(weight * log_accept) / tf.reduce_sum(weight))
   shared = dual_averaging_update(
       tf.nest.map_structure(lambda x: tf.gather(x, median_chain[None]), state),
       bulk_accept[None, None], target_accept)

@@ -87,13 +87,12 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       ``pooled=True``), ``False`` (identity).
     pooled: how warmup adaptation is shared between chains.  ``None``
       (default): in the initial fast window every chain adapts its own step
-      size, so each can leave a bad start; in the slow windows the chains
-      whose recent acceptance is near the median chain's (the bulk) share
-      one step size (dual averaging on their mean acceptance), and a chain
-      that rejects far more than the bulk adapts its own until it rejoins
-      (``adaptation.step_size_update``); in the final fast window every
-      chain settles its own step size for sampling; one diagonal metric is
-      estimated from all chains.  ``False``: per-chain step size and
+      size, so each can leave a bad start; from then to the end of warmup
+      the chains whose recent acceptance is near the median chain's (the
+      bulk) share one step size (dual averaging on the geometric mean of
+      their acceptance), and a chain that rejects far more than the bulk
+      adapts its own until it rejoins (``adaptation.step_size_update``);
+      one diagonal metric is estimated from all chains.  ``False``: per-chain step size and
       metric (Stan's and NumPyro's scheme).  ``"metric"``: per-chain step
       sizes, one metric.  ``True``: one step size (tuned to the mean
       acceptance over chains) and one metric from the start; a chain that
@@ -199,12 +198,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept, totals = collections.defaultdict(list), None
 
   adapt_step = kernel.adapts_step_size
-  # The bulk shares one step size in the slow windows: after the initial
-  # fast window, where every chain leaves its starting point with its own,
-  # and before the final one, where each chain settles its own for sampling
-  # (shared, it would reach the target acceptance on average but run hotter
-  # in the chains where the posterior is curved most: RESULTS §14).
-  shared = (windows[0][0], windows[-1][1]) if windows and pooling[0] == "bulk" else (0, 0)
+  # After the initial fast window, where every chain leaves its starting
+  # point with its own step size, the bulk shares one to the end of warmup.
+  shared = (windows[0][0], warmup) if windows and pooling[0] == "bulk" else (0, 0)
   bar = make_progress(progress, total, step, "sampling")
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   while step < total:
