@@ -30,7 +30,8 @@ import tensorflow as tf  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
 
-sampler = importlib.import_module("edward_lite.mcmc.sample")  # the module, not ed.mcmc.sample
+chunk_module = importlib.import_module("edward_lite.mcmc.chunk")
+program_module = importlib.import_module("edward_lite.mcmc.program")
 
 Y = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
 SIGMA = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
@@ -56,8 +57,8 @@ def iterations(n_grads, rounds, chunk, capacity):
 
 
 def run(chains, rounds, args):
-  sampler._Program._cache.clear()  # the mode is fixed when a program is traced
-  sampler.ROUNDS_MIN_CHAINS = 32 if rounds else 10 ** 9
+  program_module.Program._cache.clear()  # the mode is fixed when a program is traced
+  chunk_module.ROUNDS_MIN_CHAINS = 32 if rounds else 10 ** 9
   kwargs = dict(observed={"y": Y}, chains=chains, warmup=args.warmup, draws=args.draws,
                 progress=False)
   kept = ed.mcmc.sample(eight_schools, SIGMA, seed=0, **kwargs)  # also compiles
@@ -66,7 +67,8 @@ def run(chains, rounds, args):
   for rep in range(args.reps):
     result = ed.mcmc.sample(eight_schools, SIGMA, seed=rep + 1, keep_draws=False, **kwargs)
     times.append(result.timings["sampling_s"])
-  iters = iterations(n, rounds, sampler.DEFAULT_CHUNK, sampler._round_capacity(chains, 10))
+  iters = iterations(n, rounds, importlib.import_module("edward_lite.mcmc.sample").DEFAULT_CHUNK,
+                     chunk_module._round_capacity(chains, 10))
   seconds = float(np.median(times))
   return dict(seconds=seconds, iterations=iters, efficiency=n.sum() / (chains * iters),
               us_per_iteration=1e6 * seconds / iters, compile_s=kept.timings["compile_s"])

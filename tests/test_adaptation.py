@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from edward_lite.mcmc import adaptation
+from edward_lite.mcmc import adaptation, schedule
 
 
 def test_dual_averaging_matches_hand_computed_steps():
@@ -70,7 +70,30 @@ def test_welford_matches_numpy(dense):
     (19, []),
 ])
 def test_warmup_windows_follow_stan(warmup, windows):
-  assert adaptation.warmup_windows(warmup) == windows
+  assert schedule.warmup_windows(warmup) == windows
+
+
+def test_the_schedule_tiles_the_run_with_stans_phases():
+  Phase = schedule.Phase
+  run = schedule.build_schedule(500, 300, adapt_metric=True, bulk=True)
+  assert run == [Phase(0, 75, True, False, False, False),     # initial fast window
+                 Phase(75, 100, True, True, True, True),      # slow windows:
+                 Phase(100, 150, True, True, True, True),     # moments collected,
+                 Phase(150, 250, True, True, True, True),     # metric estimated
+                 Phase(250, 450, True, True, True, True),     # at each end
+                 Phase(450, 500, True, False, True, False),   # final fast window
+                 Phase(500, 800, False, False, False, False)]  # sampling
+  assert schedule.phase_at(run, 449) == run[4] and schedule.phase_at(run, 450) == run[5]
+  with pytest.raises(ValueError, match="outside the run"):
+    schedule.phase_at(run, 800)
+  # Without the bulk no phase shares; without metric adaptation (or with
+  # warmup too short for a window) warmup is one phase; no warmup, none.
+  assert not any(p.share for p in schedule.build_schedule(500, 300, bulk=False))
+  for run in (schedule.build_schedule(500, 300, adapt_metric=False, bulk=True),
+              schedule.build_schedule(19, 300, bulk=True)):
+    assert [p[:2] for p in run] == [(0, run[0].end), (run[0].end, run[0].end + 300)]
+    assert not run[0].collect and not run[0].share and not run[0].end_window
+  assert schedule.build_schedule(0, 300) == [Phase(0, 300, False, False, False, False)]
 
 
 def test_the_bulk_is_the_chains_near_the_median_acceptance_deficit():

@@ -4,7 +4,7 @@ public API.
 Every case is a call that must fail with a given exception type, a message
 that names the offending variable, argument or file (a regex), and *before
 compiled work*: the ``no_compiled_work`` fixture replaces the entry points of
-compiled work -- the MCMC sampler's compiled chunk (``_Program.run_chunk``),
+compiled work -- the MCMC sampler's compiled chunk (``Program.run_chunk``),
 the VI fit's compiled chunk (``vi.fit._run_chunk``) and the predictive
 simulations' compiled map (``simulation.map_draws``) -- with a function that
 raises ``CompiledWorkStarted``, a ``BaseException`` no library code catches,
@@ -31,9 +31,9 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
+from edward_lite.mcmc.program import Program
 from test_nonfinite import bounds_from_latents, minus_infinity_factor  # shared models
 
-sample_module = sys.modules["edward_lite.mcmc.sample"]  # shadowed by the function
 fit_module = sys.modules["edward_lite.vi.fit"]
 simulation_module = sys.modules["edward_lite.simulation"]
 
@@ -47,7 +47,7 @@ def no_compiled_work(monkeypatch):
   def refuse(*args, **kwargs):
     raise CompiledWorkStarted("compiled work started before the error")
 
-  monkeypatch.setattr(sample_module._Program, "run_chunk", refuse)  # pylint: disable=protected-access
+  monkeypatch.setattr(Program, "run_chunk", refuse)
   monkeypatch.setattr(fit_module, "_run_chunk", refuse)
   monkeypatch.setattr(simulation_module, "map_draws", refuse)
 

@@ -226,10 +226,9 @@ def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, 
                                            (("bulk", True), False)])
 def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
   from edward_lite.mcmc import groups
-  from edward_lite.mcmc.sample import _Program, _state_template
-  program = _Program.get(logistic, (X,), {"offset": OFFSET}, {"y": Y},
-                                    ed.mcmc.ChEES(), 4, pooled)
-  template = _state_template(program, 4, pooled, dense)
+  from edward_lite.mcmc.program import Program
+  program = Program.get(logistic, (X,), {"offset": OFFSET}, {"y": Y}, ed.mcmc.ChEES(), 4, pooled)
+  template = program.state_template(4, pooled, dense)
   rng = np.random.default_rng(0)
   state = tf.nest.map_structure(
       lambda x: tf.constant(rng.normal(size=x.shape).astype(x.dtype.as_numpy_dtype))

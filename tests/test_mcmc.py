@@ -8,7 +8,6 @@ sampler gets no free pass: its ESS floor is asserted too).
 
 import json
 import re
-import os
 import pathlib
 
 import numpy as np
@@ -17,7 +16,7 @@ import tensorflow as tf
 
 import edward_lite as ed
 from edward_lite import diagnostics
-from edward_lite.mcmc.sample import ROUNDS_MIN_CHAINS
+from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
 KERNELS = ["nuts", "hmc", "rwmh", "chees"]
 

@@ -9,10 +9,10 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
+from edward_lite.mcmc.program import Program
 from edward_lite import nonfinite
 
 # The modules (their names are shadowed by the functions they export).
-sample_module = sys.modules["edward_lite.mcmc.sample"]
 fit_module = sys.modules["edward_lite.vi.fit"]
 
 RUN = dict(kernel="rwmh", chains=2, warmup=10, draws=10, seed=3, progress=False,
@@ -29,7 +29,7 @@ def no_compiled_work(monkeypatch):
   def refuse(*args, **kwargs):
     raise CompiledWork("a compiled chunk ran")
 
-  monkeypatch.setattr(sample_module._Program, "run_chunk", refuse)  # pylint: disable=protected-access
+  monkeypatch.setattr(Program, "run_chunk", refuse)
   monkeypatch.setattr(fit_module, "_run_chunk", refuse)
 
 

@@ -22,6 +22,7 @@ import pytest
 import tensorflow_probability as tfp
 
 import edward_lite as ed
+from edward_lite.mcmc.program import Program
 from edward_lite import runtime
 from edward_lite.checkpoint import Checkpointer
 
@@ -31,7 +32,7 @@ ROOT = os.geteuid() == 0 if hasattr(os, "geteuid") else False
 
 
 def _program_cache():
-  return sys.modules["edward_lite.mcmc.sample"]._Program._cache  # pylint: disable=protected-access
+  return Program._cache  # pylint: disable=protected-access
 
 
 def _made(source, **namespace):

@@ -12,8 +12,8 @@ target acceptance ``delta`` and observed acceptance ``a_t`` at iteration t:
 
 with ``mu = log(10 eps_0)``; after warmup the step size is ``exp(xbar)``.
 
-Metric: Stan's windowed adaptation.  After an initial fast window (step size
-only), the variance of the unconstrained draws is estimated in doubling slow
+Metric: Stan's windowed adaptation (the windows: ``schedule.py``).  After
+an initial fast window (step size only), the variance of the unconstrained draws is estimated in doubling slow
 windows (Welford per chain, pooled across chains by default), regularized
 towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
 mass matrix; the step size is re-adapted after each window and in a final
@@ -33,7 +33,7 @@ import tensorflow as tf
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
            "welford_covariance",
-           "warmup_windows", "pool_flags", "bulk_chains", "step_size_update"]
+           "pool_flags", "bulk_chains", "step_size_update"]
 
 DualAveragingState = collections.namedtuple(
     "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu", "deficit"])
@@ -116,32 +116,6 @@ def welford_variance(state, pooled=True, regularize=True):
   if regularize:
     var = (total / (total + 5.)) * var + 1e-3 * (5. / (total + 5.))
   return var
-
-
-def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
-  """Stan's warmup schedule: the iterations at which slow windows end.
-
-  Returns:
-    A list of (start, end) iteration pairs of the metric-adaptation windows
-    (end exclusive); the metric is updated and the step-size adaptation
-    restarted at each ``end``.  Empty when warmup is too short for metric
-    adaptation (fewer than 20 iterations).
-  """
-  if num_warmup < 20:
-    return []
-  if init_buffer + base_window + term_buffer > num_warmup:
-    init_buffer = int(0.15 * num_warmup)
-    term_buffer = int(0.1 * num_warmup)
-    base_window = num_warmup - init_buffer - term_buffer
-  windows, start, size = [], init_buffer, base_window
-  slow_end = num_warmup - term_buffer
-  while start < slow_end:
-    end = start + size
-    if end + 2 * size > slow_end:  # the next window would not fit: extend
-      end = slow_end
-    windows.append((start, end))
-    start, size = end, size * 2
-  return windows
 
 
 BULK_TOLERANCE, DEFICIT_RATE, ACCEPT_FLOOR = 0.25, 0.1, 0.05

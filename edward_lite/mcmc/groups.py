@@ -50,19 +50,21 @@ class ChainGroups:
       _POOLS[self.size] = concurrent.futures.ThreadPoolExecutor(self.size)
     self._pool = _POOLS[self.size]
 
-  def run_chunk(self, run_chunk, state, final_step, seed, *args):
-    """``run_chunk`` (one block's compiled chunk, with the arguments of
-    ``_Program.run_chunk``) on every block at once; returns the merged state
-    and the outputs as NumPy."""
+  def run_chunk(self, run_chunk, state, inputs, capacity):
+    """``run_chunk`` (one block's compiled ``Program.run_chunk``) on every
+    block at once; returns the merged state and the outputs as NumPy."""
     parts = self.split(state)
     # The step size of a sampling chunk: per chain unless pooled.
     pooled_step = self.pool_step is True
-    finals = [final_step] * self.size if pooled_step else tf.split(final_step, self.size)
+    finals = ([inputs.final_step] * self.size if pooled_step
+              else tf.split(inputs.final_step, self.size))
 
     def run(g):
+      seed = inputs.seed
       block_seed = tf.random.experimental.stateless_fold_in(seed, g) if self.size > 1 else seed
       with tf.device(self.devices[g]):
-        new, out = run_chunk(parts[g], finals[g], block_seed, *args)
+        new, out = run_chunk(parts[g], inputs._replace(final_step=finals[g], seed=block_seed),
+                             capacity)
         return new, tf.nest.map_structure(lambda t: t.numpy(), out)
 
     results = list(self._pool.map(run, range(self.size)))

@@ -1,0 +1,192 @@
+"""The compiled chunk: ``n`` transitions of every chain and their bookkeeping.
+
+One chunk is one ``tf.while_loop`` (XLA-compiled by ``program.Program``)
+that advances all chains together and, per transition, updates the step
+size adaptation, the kernel's own adaptation, the metric's moments, the
+streaming statistics and the kept draws, each under a flag of
+``ChunkInputs``.  With many chains NUTS runs *rounds* instead: up to 32
+transitions per chain without waiting for the others (``kernel.run_rounds``),
+then their bookkeeping, which reads the round's recorded transitions (the
+same ``segments`` function serves both).
+"""
+
+import collections
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from edward_lite.mcmc import adaptation, base, streaming
+from edward_lite.mcmc.metric import to_u
+
+__all__ = ["ChunkState", "ChunkInputs", "run_chunk", "ROUNDS_MIN_CHAINS"]
+
+# NUTS samples in rounds (each chain runs its transitions without waiting for
+# the others) from this many chains (per device) up; with fewer, lockstep
+# wastes little and the rounds' code adds compile time (RESULTS section 3).
+ROUNDS_MIN_CHAINS = 32
+
+# ``u``: the chains' unconstrained states ``[C, D]``; ``z``: the same in the
+# preconditioned space the kernel moves in (``u = metric.to_u(z, scale)``),
+# carried so that a chunk boundary does not round-trip ``z`` through ``u``,
+# which would make the draws depend on the chunking by round-off.
+ChunkState = collections.namedtuple(
+    "ChunkState", ["u", "z", "scale", "dual_avg", "metric", "kernel_adapt", "stream"])
+
+
+class ChunkInputs(NamedTuple):
+  """The chunk's settings, all Tensors (one compiled program for all)."""
+  final_step: tf.Tensor     # step sizes after warmup, [1 or C, 1]
+  seed: tf.Tensor           # the run's seed pair; transition t uses fold_in(seed, t)
+  start: tf.Tensor          # the iteration the chunk starts at
+  n: tf.Tensor              # transitions to run
+  adapt_step: tf.Tensor     # bool: adapt the step size (warmup)
+  share: tf.Tensor          # bool: the bulk shares one step size
+  collect: tf.Tensor        # bool: collect the metric's moments
+  sampling: tf.Tensor       # bool: after warmup (streaming statistics)
+  keep: tf.Tensor           # bool: keep draws
+  thin: tf.Tensor           # keep every thin-th draw
+  target_accept: tf.Tensor  # the step-size adaptation's target
+  split_at: tf.Tensor       # the iteration the second half of the draws starts at
+
+
+def run_chunk(target, kernel, state, inputs, capacity):
+  """Runs ``inputs.n`` transitions from ``state``; keeps up to ``capacity``
+  draws.
+
+  Args:
+    target: the model's ``Target`` (``log_prob_flat``, ``constrain_flat``).
+    kernel: a ``base.Kernel``.
+    state: a ``ChunkState``.
+    inputs: a ``ChunkInputs`` of Tensors, so one trace serves every call.
+    capacity: a Python int (it fixes buffer shapes, so XLA sees static
+      shapes).
+
+  Returns:
+    ``(new ChunkState, {"kept": buffers [capacity, C, ...] of draws and
+    statistics, "totals": per-chain sums [C]})``.
+  """
+  (final_step, seed, start, n, adapt_step, share, collect, sampling, keep, thin,
+   target_accept, split_at) = inputs
+  scale = state.scale
+  dtype = state.u.dtype
+  chains = state.u.shape[0]
+
+  def log_prob(z):
+    return target.log_prob_flat(to_u(z, scale))
+
+  stat_dtypes = base.TransitionInfo.dtypes(dtype)
+  buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
+  buffers["draws"] = tf.zeros([capacity, chains, target.constrained_dim], dtype)
+  step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
+  kstate = kernel.init(state.z, log_prob, step0)
+  totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
+                accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
+
+  def one_step(i, kstate, step_size, kadapt):
+    """One kernel step: the new kernel state, the chains' states ``z`` and
+    the step's statistics."""
+    t = start + i
+    kstate, info = kernel.one_step(kstate, step_size, tf.random.experimental.stateless_fold_in(
+        seed, t), log_prob, step=t, adapt_state=kadapt)
+    return kstate, kernel.state(kstate), info
+
+  def body(i, kstate, dual_avg, metric, kadapt, acc, buffers, totals, transition):
+    """One transition and its bookkeeping.  A chunk is all warmup or all
+    sampling; the flags select (``tf.where``: a ``tf.cond`` per
+    transition costs more than this elementwise work)."""
+    step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
+    new_kstate, z, info = transition(i, kstate, step_size, kadapt)
+    totals = dict(
+        n_grads=totals["n_grads"] + info.n_grads,
+        diverging=totals["diverging"] + tf.cast(info.diverging, tf.int32),
+        accept_prob=totals["accept_prob"] + info.accept_prob,
+        max_depth=tf.maximum(totals["max_depth"], info.tree_depth))
+    u = to_u(z, scale)
+    dual_avg = _select(adapt_step, adaptation.step_size_update(
+        dual_avg, info.accept_prob, target_accept, share), dual_avg)
+    kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
+                                                     start + i), kadapt)
+    metric = _select(collect, adaptation.welford_update(metric, u), metric)
+    x = target.constrain_flat(u)
+    acc = _select(sampling, streaming.accumulate(acc, x), acc)
+    if capacity:
+      buffers = tf.cond(keep & (i % thin == 0), lambda: write(buffers, i, x, info),
+                        lambda: dict(buffers))
+    return i + 1, new_kstate, dual_avg, metric, kadapt, acc, buffers, totals
+
+  def write(buffers, i, x, info):
+    row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
+    out = {"draws": tf.tensor_scatter_nd_update(buffers["draws"], row, x[None])}
+    for key in stat_dtypes:
+      out[key] = tf.tensor_scatter_nd_update(buffers[key], row, getattr(info, key)[None])
+    return out
+
+  def segments(i, last, carry, transition):
+    """Transitions ``i .. last - 1`` in segments that end at the end of
+    the current batch of the streaming statistics or of the first half
+    (when sampling); each segment's bookkeeping closes it.  The
+    per-transition loop only carries an ``Accumulator`` of the statistics
+    (no gather or scatter by half)."""
+
+    def segment(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
+      end = tf.minimum(last, i + stream.batch_size - stream.in_batch)
+      end = tf.where(start + i < split_at, tf.minimum(end, split_at - start), end)
+      end = tf.where(sampling, end, last)
+      second_half = start + i >= split_at
+      j, kstate, dual_avg, metric, kadapt, acc, buffers, totals = tf.while_loop(
+          lambda j, *_: j < end, lambda *v: body(*v, transition),
+          (i, kstate, dual_avg, metric, kadapt, streaming.run_begin(stream, second_half),
+           buffers, totals))
+      stream = streaming.stream_close(streaming.run_end(
+          stream, acc, second_half, tf.where(sampling, j - i, 0)))
+      return j, kstate, dual_avg, metric, kadapt, stream, buffers, totals
+
+    return tf.while_loop(lambda i, *_: i < last, segment, (i,) + carry)
+
+  def round_of_transitions(i, kstate, dual_avg, *carry):
+    """Up to ``round_capacity`` transitions run by the kernel with no
+    chain waiting for another (one in warmup, where the step size adapts
+    after every transition), then their bookkeeping."""
+    rounds = tf.where(adapt_step, 1, tf.minimum(round_capacity, n - i))
+    step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
+    kstate, z_all, info_all = kernel.run_rounds(
+        kstate, step_size,
+        lambda k: tf.random.experimental.stateless_fold_in(seed, start + i + k), rounds,
+        round_capacity, log_prob)
+
+    # The round has already advanced ``kstate``; the bookkeeping reads its
+    # transitions' states and statistics (``base.check_kernel`` refuses a
+    # kernel whose adapt_update would need the state before each one).
+    def transition(j, kstate, step_size, kadapt):
+      del step_size, kadapt
+      return kstate, tf.gather(z_all, j - i), tf.nest.map_structure(
+          lambda value: tf.gather(value, j - i), info_all)
+
+    return segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
+
+  carry = (kstate, state.dual_avg, state.metric, state.kernel_adapt, state.stream, buffers,
+           totals)
+  if kernel.supports_rounds and chains >= ROUNDS_MIN_CHAINS:
+    round_capacity = _round_capacity(chains, target.dim)
+    carry = tf.while_loop(lambda i, *_: i < n, round_of_transitions,
+                          (tf.constant(0),) + carry)[1:]
+  else:
+    carry = segments(tf.constant(0), n, carry, one_step)[1:]
+  kstate, dual_avg, metric, kadapt, stream, buffers, totals = carry
+  z = kernel.state(kstate)
+  new_state = ChunkState(to_u(z, scale), z, scale, dual_avg, metric, kadapt, stream)
+  # Full buffers: slicing to the kept count here would make it a compile-time
+  # constant and recompile for every chunk length; the host slices instead.
+  return new_state, {"kept": buffers, "totals": totals}
+
+
+def _round_capacity(chains, dim):
+  """Transitions per round of a kernel that runs rounds (NUTS): up to 32,
+  fewer when the round's momenta and states (``2 * K * C * D`` numbers)
+  would exceed 2^23 numbers."""
+  return int(np.clip(2 ** 22 // (chains * dim), 1, 32))
+
+
+def _select(flag, a, b):
+  return tf.nest.map_structure(lambda x, y: tf.where(flag, x, y), a, b)
