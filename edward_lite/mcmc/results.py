@@ -1,5 +1,7 @@
 """The result of ``ed.mcmc.sample``: draws, sampler statistics, summary."""
 
+import dataclasses
+from typing import Any, Dict, Optional
 
 import numpy as np
 
@@ -10,36 +12,63 @@ from edward_lite.summary import COLUMNS, Summary, hdi, present, select_names
 __all__ = ["MCMCResult", "Summary"]
 
 
+@dataclasses.dataclass(eq=False, repr=False, kw_only=True)
 class MCMCResult:
   """Draws and statistics of one sampling run.
 
   Attributes:
+    target: the model's ``Target`` (a loaded result's ``SavedTarget``).
+    kernel: the kernel that ran.
+    chains, warmup, num_draws, thin, keep_draws: the run's settings.
     draws: dict name -> NumPy ``[draws, chains, *shape]`` in the constrained
       space (None with ``keep_draws=False``).
     sample_stats: dict -> ``[draws, chains]``: ``accept_prob``,
       ``diverging``, ``n_grads`` (gradient evaluations), ``tree_depth``,
-      ``energy``, ``log_prob``.
+      ``energy``, ``log_prob`` (empty without kept draws).
     step_size: final step size (``[1]`` pooled or ``[chains]``).
     inverse_metric: final inverse metric: diagonal ``[1 or chains, D]``,
       or dense ``[D, D]`` (``adapt_metric="dense"``).
-    divergences: divergent transitions after warmup (per chain);
-      ``warmup_divergences`` during warmup.
+    num_gradients: gradient evaluations per chain, warmup included.
     chain_accept, chain_divergent: per chain ``[chains]``, the mean
       acceptance statistic and the fraction of divergent transitions after
       warmup (kept even when draws are not).
-    num_gradients: gradient evaluations per chain, warmup included.
+    warmup_divergences: divergent transitions per chain during warmup
+      (``divergences``: after warmup).
     mean, variance: per-chain running moments ``[chains, *shape]`` of each
       variable, kept even when draws are not.
     streamed: dict ``sd``, ``r_hat`` (split), ``ess``, ``mcse_mean`` ->
       dict name -> ``[*shape]``, from the constant-memory statistics
       (``ed.mcmc.streaming``), kept even when draws are not.
+    draw_count: draws per chain in the streamed statistics.
     timings: ``compile_s`` (first chunk, compile and run), ``warmup_s``,
       ``sampling_s`` (wall seconds).
+    trajectory_length: ChEES' adapted trajectory length (None for other
+      kernels).
   """
 
-  def __init__(self, **fields):
-    self._log_likelihood = None
-    self.__dict__.update(fields)
+  target: Any
+  kernel: Any
+  chains: int
+  warmup: int
+  num_draws: int
+  thin: int
+  keep_draws: bool
+  draws: Optional[Dict[str, np.ndarray]]
+  sample_stats: Dict[str, np.ndarray]
+  step_size: np.ndarray
+  inverse_metric: np.ndarray
+  num_gradients: np.ndarray
+  chain_accept: np.ndarray
+  chain_divergent: np.ndarray
+  warmup_divergences: np.ndarray
+  mean: Dict[str, np.ndarray]
+  variance: Dict[str, np.ndarray]
+  streamed: Dict[str, Dict[str, np.ndarray]]
+  draw_count: Any
+  timings: Dict[str, float]
+  trajectory_length: Optional[np.ndarray] = None
+  _log_likelihood: Optional[Dict[str, np.ndarray]] = dataclasses.field(default=None,
+                                                                       init=False)
 
   @classmethod
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
