@@ -63,6 +63,8 @@ def dual_averaging_update(state, accept_prob, target_accept):
 
 
 WelfordState = collections.namedtuple("WelfordState", ["count", "mean", "m2"])
+# The chain axis of each field of per-chain moments (None: one for all chains).
+WELFORD_CHAIN_AXES = WelfordState(count=None, mean=0, m2=0)
 
 
 def welford_init(shape, dtype, dense=False):

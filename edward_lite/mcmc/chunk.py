@@ -10,7 +10,6 @@ then their bookkeeping, which reads the round's recorded transitions (the
 same ``segments`` function serves both).
 """
 
-import collections
 from typing import NamedTuple
 
 import numpy as np
@@ -26,12 +25,31 @@ __all__ = ["ChunkState", "ChunkInputs", "run_chunk", "ROUNDS_MIN_CHAINS"]
 # wastes little and the rounds' code adds compile time (RESULTS section 3).
 ROUNDS_MIN_CHAINS = 32
 
-# ``u``: the chains' unconstrained states ``[C, D]``; ``z``: the same in the
-# preconditioned space the kernel moves in (``u = metric.to_u(z, scale)``),
-# carried so that a chunk boundary does not round-trip ``z`` through ``u``,
-# which would make the draws depend on the chunking by round-off.
-ChunkState = collections.namedtuple(
-    "ChunkState", ["u", "z", "scale", "dual_avg", "metric", "kernel_adapt", "stream"])
+class ChunkState(NamedTuple):
+  """The state a chunk carries from one call to the next."""
+  u: tf.Tensor             # the chains' unconstrained states [C, D]
+  # The same in the preconditioned space the kernel moves in (u = to_u(z,
+  # scale)), carried so that a chunk boundary does not round-trip z through
+  # u, which would make the draws depend on the chunking by round-off.
+  z: tf.Tensor
+  scale: tf.Tensor         # the metric's scale: [1 or C, D], or dense [1, D, D]
+  dual_avg: adaptation.DualAveragingState  # step sizes, [1 or C, 1] each
+  metric: adaptation.WelfordState          # the window's moments per chain
+  kernel_adapt: object     # the kernel's own adaptation (one for all chains)
+  stream: streaming.StreamState            # streaming statistics per chain
+
+  def chain_axes(self, pool_step, pool_metric):
+    """The chain axis of every field (None: one value for all chains), as
+    a structure like this state; chain groups split and concatenate the
+    per-chain fields along it.  ``pool_step``, ``pool_metric``:
+    ``adaptation.pool_flags``."""
+    step_axis = None if pool_step is True else 0
+    return ChunkState(
+        u=0, z=0, scale=None if pool_metric or self.scale.shape.rank == 3 else 0,
+        dual_avg=tf.nest.map_structure(lambda _: step_axis, self.dual_avg),
+        metric=adaptation.WELFORD_CHAIN_AXES,
+        kernel_adapt=tf.nest.map_structure(lambda _: None, self.kernel_adapt),
+        stream=streaming.STREAM_CHAIN_AXES)
 
 
 class ChunkInputs(NamedTuple):

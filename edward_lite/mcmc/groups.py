@@ -75,23 +75,9 @@ class ChainGroups:
                       for k in outs[0]["totals"]}}
     return self.merge(states), out
 
-  def _axes(self, state):
-    """The chain axis of every field of a ChunkState (None: one value for all
-    chains), as a structure like ``state``."""
-    stream = state.stream
-    return state._replace(
-        u=0, z=0, scale=None if self.pool_metric or state.scale.shape.rank == 3 else 0,
-        dual_avg=tf.nest.map_structure(lambda x: None if self.pool_step is True else 0,
-                                       state.dual_avg),
-        metric=state.metric._replace(count=None, mean=0, m2=0),
-        kernel_adapt=tf.nest.map_structure(lambda x: None, state.kernel_adapt),
-        stream=stream._replace(
-            halves=stream.halves._replace(count=None, mean=1, m2=1), batch_sums=1,
-            partial=0, in_batch=None, batch_size=None, filled=None))
-
   def split(self, state):
     """The states of the ``R`` blocks."""
-    axes = tf.nest.flatten(self._axes(state))
+    axes = tf.nest.flatten(state.chain_axes(self.pool_step, self.pool_metric))
     blocks = [tf.split(x, self.size, axis=a) if a is not None else [x] * self.size
               for x, a in zip(tf.nest.flatten(state), axes)]
     return [tf.nest.pack_sequence_as(state, [b[g] for b in blocks]) for g in range(self.size)]
@@ -99,7 +85,7 @@ class ChainGroups:
   def merge(self, states):
     """The state of all chains: per-chain fields concatenated, adaptation
     averaged over the blocks."""
-    axes = tf.nest.flatten(self._axes(states[0]))
+    axes = tf.nest.flatten(states[0].chain_axes(self.pool_step, self.pool_metric))
     averaged = set(_paths(states[0], ("dual_avg", "kernel_adapt")))
     merged = []
     for i, (parts, a) in enumerate(zip(zip(*[tf.nest.flatten(s) for s in states]), axes)):

@@ -50,6 +50,11 @@ second half of the sampling run), ``batch_sums [K, C, D]``, ``partial
 ``batch_size`` (``b``), ``filled`` (complete batches stored).
 """
 
+# The chain axis of each field (None: one value for all chains).
+STREAM_CHAIN_AXES = StreamState(halves=adaptation.WelfordState(count=None, mean=1, m2=1),
+                                batch_sums=1, partial=0, in_batch=None, batch_size=None,
+                                filled=None)
+
 
 def stream_init(chains, dim, dtype, batch_size=1):
   """Empty statistics; ``batch_size`` is the initial ``b`` (``ceil(n / K)``
