@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from edward_lite import distribute, runtime
 from edward_lite.checkpoint import Checkpointer, closes_checkpoints
+from edward_lite.initialization import describe_init
 from edward_lite.mcmc import initial, metric, schedule, streaming
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.groups import ChainGroups
@@ -166,7 +167,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
       thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooling,
       dtype=str(dtype),
-      init=initial.describe_init(init), step_size=step_size, chunk_size=chunk,
+      init=describe_init(init), step_size=step_size, chunk_size=chunk,
       jit_compile=bool(jit_compile),
       **({"chain_groups": groups.size} if groups else {}))) if checkpoint_dir else None
   resumed = ckpt.load(lambda: tf.nest.flatten(program.state_template(

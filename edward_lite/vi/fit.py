@@ -29,6 +29,7 @@ import tf_keras
 
 from edward_lite import distribute, nonfinite, runtime
 from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer, closes_checkpoints
+from edward_lite.initialization import describe_init, parse_init
 from edward_lite.progress_report import make_progress
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
@@ -182,7 +183,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         family=_describe_family(family, fam), steps=steps, samples=samples, seed=seed,
         learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
         dataset=None if dataset is None else [repr(dataset.element_spec), batches.num_examples],
-        init=init if isinstance(init, str) else repr(init), warm_start=warm_start,
+        init=describe_init(init), warm_start=warm_start,
         optimizer=_describe(optimizer), chunk_size=chunk, jit_compile=bool(jit_compile)))
     resumed = ckpt.load()
 
@@ -539,44 +540,15 @@ def _check_finite_start(target, loc, radius, seed):
 
 def _initial_loc(target, init, radius, seed):
   """Initial location ``[D]`` of a flat family on the unconstrained space."""
+  given = parse_init(target, init, 1, allow_array=False)
+  if not isinstance(given, str):
+    return given[0]
   dtype = target.dtype.as_numpy_dtype
-  if isinstance(init, str):
-    if init == "uniform":
-      if not (np.isfinite(radius) and radius > 0):
-        raise ValueError(f"init_radius must be a positive number; got {radius!r}.")
-      return tf.random.stateless_uniform([target.dim], seed, -radius, radius,
-                                         dtype=dtype).numpy()
-    if init == "prior":
-      flat = [n for n, i in target.latents.items() if i.distribution == "ImproperUniform"]
-      if flat:
-        raise NotImplementedError(f"init='prior' cannot draw {flat}: an improper flat prior "
-                                  "(ed.Flat) has no draws; use init='uniform' or give init= "
-                                  "values.")
-      draws = target.sample_prior(101, runtime.stream(seed, "vi_prior_start"))
-      u = target.flatten(target.unconstrain(draws)).numpy()
-      return np.median(u, axis=0).astype(dtype)
-    raise ValueError(f"init must be 'uniform', 'prior' or a dict of constrained values; "
-                     f"got {init!r}.")
-  if isinstance(init, dict):
-    unknown = [k for k in init if k not in target.names]
-    missing = [k for k in target.names if k not in init]
-    if unknown or missing:
-      raise ValueError(f"init must give every latent {list(target.names)}; missing {missing}, "
-                       f"unknown {unknown}.")
-    values = {}
-    for name, info in target.latents.items():
-      value = np.asarray(init[name], dtype)
-      if value.shape != tuple(info.shape):
-        raise ValueError(f"init value for '{name}' has shape {list(value.shape)}; expected "
-                         f"{info.shape.as_list()}.")
-      values[name] = value[None]
-    unconstrained = target.unconstrain(values)
-    bad = [n for n, v in unconstrained.items() if not np.all(np.isfinite(v))]
-    if bad:
-      raise ValueError(f"init values for {bad} are outside the support of their "
-                       "distributions.")
-    return target.flatten(unconstrained).numpy()[0]
-  raise TypeError(f"init must be a string or a dict; got {type(init).__name__}.")
+  if given == "uniform":
+    return tf.random.stateless_uniform([target.dim], seed, -radius, radius, dtype=dtype).numpy()
+  draws = target.sample_prior(101, runtime.stream(seed, "vi_prior_start"))
+  u = target.flatten(target.unconstrain(draws)).numpy()
+  return np.median(u, axis=0).astype(dtype)
 
 
 def _is_keras_optimizer(optimizer):
