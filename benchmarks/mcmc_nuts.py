@@ -120,7 +120,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
-from edward_lite import diagnostics  # noqa: E402
+from edward_lite import diagnostics, zoo  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import irt_2pl  # noqa: E402  (the IRT 2PL model and data, shared with the VI examples)
@@ -220,15 +220,8 @@ class Model:
 
 # Eight schools ----------------------------------------------------------------------------
 
-Y8 = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
-S8 = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
-
-
-def eight_schools_ed(sigma):
-  mu = ed.Normal(0., 5., name="mu")
-  tau = ed.HalfCauchy(0., 5., name="tau")
-  theta_tilde = ed.Normal(tf.zeros(8), 1., name="theta_tilde")
-  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
+Y8, S8 = zoo.EIGHT_SCHOOLS_Y, zoo.EIGHT_SCHOOLS_SIGMA
+eight_schools_ed = zoo.eight_schools
 
 
 def eight_schools_np(sigma, y=None):

@@ -29,19 +29,12 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
+from edward_lite import zoo  # noqa: E402
 
 chunk_module = importlib.import_module("edward_lite.mcmc.chunk")
 program_module = importlib.import_module("edward_lite.mcmc.program")
 
-Y = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
-SIGMA = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
-
-
-def eight_schools(sigma):
-  mu = ed.Normal(0., 5., name="mu")
-  tau = ed.HalfCauchy(0., 5., name="tau")
-  theta_tilde = ed.Normal(tf.zeros(8), 1., name="theta_tilde")
-  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
+Y, SIGMA, eight_schools = zoo.EIGHT_SCHOOLS_Y, zoo.EIGHT_SCHOOLS_SIGMA, zoo.eight_schools
 
 
 def iterations(n_grads, rounds, chunk, capacity):

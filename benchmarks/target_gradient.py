@@ -30,6 +30,7 @@ import sys
 import time
 
 import edward_lite as ed  # first: keeps TensorFlow's start-up lines quiet
+from edward_lite import zoo  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -40,15 +41,7 @@ import time_series  # noqa: E402  (the loop models)
 
 tfd, tfb = tfp.distributions, tfp.bijectors
 
-Y8 = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
-S8 = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
-
-
-def eight_schools_ed(sigma):
-  mu = ed.Normal(0., 5., name="mu")
-  tau = ed.HalfCauchy(0., 5., name="tau")
-  theta_tilde = ed.Normal(tf.zeros(8), 1., name="theta_tilde")
-  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
+Y8, S8, eight_schools_ed = zoo.EIGHT_SCHOOLS_Y, zoo.EIGHT_SCHOOLS_SIGMA, zoo.eight_schools
 
 
 def eight_schools_hand(u):

@@ -18,7 +18,7 @@ from edward_lite.console import quiet_startup
 quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 
 # pylint: disable=wrong-import-position
-from edward_lite import diagnostics, distribute, distributions, mcmc, psis, vi
+from edward_lite import diagnostics, distribute, distributions, mcmc, psis, vi, zoo
 from edward_lite.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.distributions import as_random_variable, make_random_variable
 from edward_lite.persistence import load

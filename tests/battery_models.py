@@ -34,6 +34,7 @@ import scipy.special
 import scipy.stats
 
 import edward_lite as ed  # first: it imports TensorFlow without its start-up logs
+from edward_lite import zoo  # noqa: E402
 import tensorflow as tf  # pylint: disable=g-bad-import-order
 import tensorflow_probability as tfp  # pylint: disable=g-bad-import-order
 
@@ -782,8 +783,8 @@ register(
 
 # -- hierarchical normal: centred and non-centred (exact) ------------------------
 
-EIGHT_SCHOOLS_Y = np.array([28., 8., -3., 7., -1., 1., 18., 12.])
-EIGHT_SCHOOLS_SIGMA = np.array([15., 10., 16., 11., 9., 11., 10., 18.])
+EIGHT_SCHOOLS_Y = zoo.EIGHT_SCHOOLS_Y.astype(np.float64)
+EIGHT_SCHOOLS_SIGMA = zoo.EIGHT_SCHOOLS_SIGMA.astype(np.float64)
 
 
 def informative_schools_data(seed=11):

@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite import diagnostics
+from edward_lite import diagnostics, zoo
 from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
 KERNELS = ["nuts", "hmc", "rwmh", "chees"]
@@ -116,15 +116,8 @@ def _gamma_quantile(p, a, b):
   return (lo + hi) / 2
 
 
-EIGHT_Y = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
-EIGHT_SIGMA = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
-
-
-def eight_schools(sigma):
-  mu = ed.Normal(0., 5., name="mu")
-  tau = ed.HalfCauchy(0., 5., name="tau")
-  theta_tilde = ed.Normal(tf.zeros(8), 1., name="theta_tilde")
-  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
+EIGHT_Y, EIGHT_SIGMA = zoo.EIGHT_SCHOOLS_Y, zoo.EIGHT_SCHOOLS_SIGMA
+eight_schools = zoo.eight_schools
 
 
 def _reference(name):

@@ -7,19 +7,14 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
+from edward_lite import zoo
 import battery_models as bm  # the shared kid-score data
 
 tfd = tfp.distributions
 
-Y8 = np.array([28., 8., -3., 7., -1., 1., 18., 12.])
-SIGMA8 = np.array([15., 10., 16., 11., 9., 11., 10., 18.])
-
-
-def eight_schools(sigma):
-  mu = ed.Normal(0., 5., name="mu")
-  tau = ed.HalfCauchy(0., 5., name="tau")
-  theta_tilde = ed.Normal(tf.zeros(8, sigma.dtype), 1., name="theta_tilde")
-  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
+Y8 = zoo.EIGHT_SCHOOLS_Y.astype(np.float64)  # as a newcomer's NumPy data
+SIGMA8 = zoo.EIGHT_SCHOOLS_SIGMA.astype(np.float64)
+eight_schools = zoo.eight_schools
 
 
 def test_float64_numpy_data_gives_the_float32_results():

@@ -14,6 +14,7 @@ import tensorflow_probability as tfp
 import tf_keras
 
 import edward_lite as ed
+from edward_lite import zoo
 
 tfd = tfp.distributions
 tfb = tfp.bijectors
@@ -21,8 +22,7 @@ tfb = tfp.bijectors
 F64 = tf.float64
 
 # Eight schools data.
-Y_8S = np.array([28., 8., -3., 7., -1., 1., 18., 12.], np.float32)
-SIGMA_8S = np.array([15., 10., 16., 11., 9., 11., 10., 18.], np.float32)
+Y_8S, SIGMA_8S = zoo.EIGHT_SCHOOLS_Y, zoo.EIGHT_SCHOOLS_SIGMA
 
 
 # -- NumPy log densities (float64) --------------------------------------------
@@ -73,18 +73,9 @@ def np_sigmoid(u):
 
 # -- Models ---------------------------------------------------------------------
 
-def eight_schools(sigma, dtype=tf.float32):
-  """Non-centered eight schools."""
-  zero = tf.constant(0., dtype)
-  mu = ed.Normal(zero, 5., name="mu")
-  tau = ed.HalfCauchy(zero, 5., name="tau")
-  theta_tilde = ed.Normal(tf.zeros(8, dtype), 1., name="theta_tilde")
-  return ed.Normal(mu + tau * theta_tilde, sigma, name="y")
-
-
 def eight_schools_target(dtype=tf.float32):
   np_dtype = dtype.as_numpy_dtype
-  return ed.make_target(eight_schools, SIGMA_8S.astype(np_dtype), dtype=dtype,
+  return ed.make_target(zoo.eight_schools, SIGMA_8S.astype(np_dtype), dtype=dtype,
                         observed={"y": Y_8S.astype(np_dtype)})
 
 
