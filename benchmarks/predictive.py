@@ -49,7 +49,7 @@ def _timed(fn, *args):
 def main():
   values = {"theta": np.random.default_rng(0).beta(16., 8., DRAWS).astype(np.float32)}
   seeds = tf.random.experimental.stateless_split([1, 2], DRAWS)
-  print(f"{'model':<12}{'vectorized_map s':>18}{'map_fn s':>10}{"map_draws s*":>13}{'ratio':>8}")
+  print(f"{'model':<12}{'vectorized_map s':>18}{'map_fn s':>10}{'map_draws s*':>13}{'ratio':>8}")
   for model in (binomial, regression):
     vmap, loop = _batchings(model)
     t_vmap, t_loop = _timed(vmap, values, seeds), _timed(loop, values, seeds)

@@ -14,7 +14,6 @@ Runs in about 20 s on a 2-core CPU (mostly start-up and compilation).
 """
 
 import os
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
