@@ -417,3 +417,16 @@ def test_progress_lines_off_a_terminal(monkeypatch):
   ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=10, draws=10,
                  seed=15, progress=False)
   assert log.getvalue() == ""
+
+
+def test_progress_shows_the_step_size_sampling_uses(monkeypatch):
+  # After warmup the chains sample with the dual-averaging *average*; the
+  # progress line showed the last iterate, another number.
+  import io  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  log = io.StringIO()
+  monkeypatch.setattr(sys, "stderr", log)
+  result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100,
+                          draws=100, seed=15, chunk_size=20)
+  shown = float(re.search(r"step_size ([0-9.e-]+)", log.getvalue().splitlines()[-1]).group(1))
+  assert shown == float(f"{np.mean(result.step_size):.3g}")

@@ -230,7 +230,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       state = state._replace(kernel_adapt=kernel.finalize_adaptation(state.kernel_adapt))
     if bar is not None:
       bar.set_postfix({"phase": "warmup" if in_warmup else "sampling",
-                       **_postfix(out, state, n)}, refresh=False)
+                       **_postfix(out, _step_size_in_use(state, step >= warmup), n)},
+                      refresh=False)
       bar.update(n)
     if ckpt:
       ckpt.save(tf.nest.map_structure(lambda t: t.numpy(), tuple(tf.nest.flatten(state))),
@@ -238,9 +239,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                                 **{"_" + k: [v] for k, v in out["totals"].items()},
                                 "_warmup": [np.asarray(in_warmup)]}})
     if callback is not None:
-      in_use = state.dual_avg.log_step_bar if step >= warmup else state.dual_avg.log_step
       callback(dict(step=step, total=total, warmup=in_warmup,
-                    step_size=np.exp(in_use.numpy()).reshape(-1),
+                    step_size=_step_size_in_use(state, step >= warmup),
                     divergences=int(np.sum(out["totals"]["diverging"])),
                     gradients=out["totals"]["n_grads"]))
   if bar is not None:
@@ -302,8 +302,14 @@ def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
 # -- host side -------------------------------------------------------------------
 
 
-def _postfix(out, state, n):
-  step = float(np.mean(np.exp(state.dual_avg.log_step.numpy())))
-  return dict(step_size=f"{step:.3g}",
+def _step_size_in_use(state, sampling):
+  """The chains' step sizes ``[1 or C]``: the dual-averaging iterate in
+  warmup, its average (what sampling uses) after."""
+  log_step = state.dual_avg.log_step_bar if sampling else state.dual_avg.log_step
+  return np.exp(log_step.numpy()).reshape(-1)
+
+
+def _postfix(out, step_size, n):
+  return dict(step_size=f"{float(np.mean(step_size)):.3g}",
               accept=f"{np.mean(out['totals']['accept_prob']) / n:.2f}",
               divergences=int(np.sum(out["totals"]["diverging"])))
