@@ -13,9 +13,9 @@ target acceptance ``delta`` and observed acceptance ``a_t`` at iteration t:
 with ``mu = log(10 eps_0)``; after warmup the step size is ``exp(xbar)``.
 
 Metric: Stan's windowed adaptation (the windows: ``schedule.py``).  After
-an initial fast window (step size only), the variance of the unconstrained draws is estimated in doubling slow
-windows (Welford per chain, pooled across chains by default), regularized
-towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
+an initial fast window (step size only), the variance of the unconstrained
+draws is estimated in doubling slow windows (Welford per chain, pooled
+across chains by default), regularized towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
 mass matrix; the step size is re-adapted after each window and in a final
 fast window.  A dense metric (``adapt_metric="dense"``) estimates the full
 covariance ``S`` the same way and preconditions with its Cholesky factor.
