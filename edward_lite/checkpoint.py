@@ -1,4 +1,4 @@
-"""Checkpoints of a sampling run: NumPy ``.npz`` files, never pickle.
+"""Checkpoints of a run (a sampler's or a fit's): NumPy ``.npz`` files, never pickle.
 
 A checkpoint directory holds
 
@@ -11,10 +11,14 @@ A checkpoint directory holds
   the library version.  Written when the directory is opened, before any
   compiled work; a run with a different model, data or settings refuses the
   directory (``CheckpointMismatchError``).
-* ``chunk_<step>.npz`` -- what one chunk kept (draws, statistics), written
-  once, before the state that follows it;
-* ``state.npz`` -- the sampler state (chain positions, adaptation state,
-  running moments) and the number of transitions done.
+* ``chunk_<step>.npz`` -- the arrays one chunk produced (draws, statistics,
+  ELBO values), written once, before the state that follows it;
+* ``state.npz`` -- the run's state (chain positions, adaptation state,
+  running moments; a fit's variational and optimizer variables), the number
+  of steps done and the host's running scalars (counts, a diagnosis) as
+  JSON, so that the state and its scalars are replaced together.
+
+What a chunk saves is an ``engine.ChunkRecord``.
 
 Every file is written to a temporary name, flushed to disk and renamed, so a
 kill at any moment leaves either the old or the new file (temporaries left
@@ -425,9 +429,16 @@ class Checkpointer:
 
     step, n_state = integer("step", 1), integer("n_state", 0)
     keys = {"step", "n_state"} | {f"s{i}" for i in range(n_state)}
-    if set(arrays) != keys:
+    if set(arrays) - {"scalars"} != keys:  # states saved before the scalars have none
       raise self._corrupt(STATE, f"holds the arrays {sorted(arrays)}, not {sorted(keys)}")
     state = [arrays[f"s{i}"] for i in range(n_state)]
+    raw = arrays.get("scalars", np.frombuffer(b"{}", np.uint8))
+    try:
+      scalars = json.loads(raw.astype(np.uint8).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+      raise self._corrupt(STATE, f"has scalars that are not valid JSON ({e})") from e
+    if not isinstance(scalars, dict):
+      raise self._corrupt(STATE, "has scalars that are not a JSON object")
     if expect is not None:
       expect = list(expect() if callable(expect) else expect)
       got = [(a.shape, a.dtype) for a in state]
@@ -435,7 +446,7 @@ class Checkpointer:
       if got != want:
         raise self._corrupt(STATE, "holds a sampler state of other shapes or dtypes than "
                             "this run's")
-    return step, state
+    return step, state, scalars
 
   def load(self, expect=None):
     """The saved run, or None if the directory holds none.
@@ -445,8 +456,9 @@ class Checkpointer:
         with the shapes and dtypes the state must have.
 
     Returns:
-      dict with ``state`` (list of arrays, flattened sampler state), ``step``
-      and ``host`` (``{"kept": {key: [chunk arrays]}}``).
+      dict with ``state`` (list of arrays, the run's flattened state),
+      ``step``, ``arrays`` (``{name: [one array per chunk]}``, the chunks'
+      ``ChunkRecord.arrays``) and ``scalars`` (the last ``ChunkRecord.scalars``).
 
     Raises:
       CheckpointCorruptError: a file of the run is corrupt, truncated, foreign
@@ -454,7 +466,7 @@ class Checkpointer:
     """
     if not os.path.exists(self._path(STATE)):
       return None
-    step, state = self._read_state(expect)
+    step, state, scalars = self._read_state(expect)
     chunks = []
     for name in os.listdir(self.directory):
       if not name.startswith("chunk_"):
@@ -471,20 +483,23 @@ class Checkpointer:
           f"The checkpoint in {self.directory} is incomplete: {self._path(missing)}, written "
           f"before {STATE} (step {step}), is missing; delete the directory to start this run "
           "afresh.")
-    kept = {}
+    arrays = {}
     for _, name in chunks:
       for key, array in self._read_npz(name).items():
-        kept.setdefault(key, []).append(array)
-    return {"state": state, "step": step, "host": {"kept": kept}}
+        arrays.setdefault(key, []).append(array)
+    return {"state": state, "step": step, "arrays": arrays, "scalars": scalars}
 
   # -- writing ------------------------------------------------------------------
 
-  def save(self, state_arrays, step, host):
-    """Writes the chunk that ended at ``step`` and then the state."""
-    last = {key: np.asarray(chunks[-1]) for key, chunks in host["kept"].items() if chunks}
-    _atomic_write(self._path(f"chunk_{step:012d}.npz"), lambda f: np.savez(f, **last))
-    arrays = {f"s{i}": np.asarray(a) for i, a in enumerate(state_arrays)}
-    arrays.update(step=np.asarray(step), n_state=np.asarray(len(state_arrays)))
+  def save(self, step, record):
+    """Writes the arrays of the chunk that ended at ``step`` and then the
+    state with its scalars (``record``, an ``engine.ChunkRecord``)."""
+    chunk = {key: np.asarray(value) for key, value in record.arrays.items()}
+    _atomic_write(self._path(f"chunk_{step:012d}.npz"), lambda f: np.savez(f, **chunk))
+    scalars = json.dumps(record.scalars, sort_keys=True).encode("utf-8")
+    arrays = {f"s{i}": np.asarray(a) for i, a in enumerate(record.state)}
+    arrays.update(step=np.asarray(step), n_state=np.asarray(len(record.state)),
+                  scalars=np.frombuffer(scalars, np.uint8))
     _atomic_write(self._path(STATE), lambda f: np.savez(f, **arrays))
 
   # -- closing ------------------------------------------------------------------

@@ -5,7 +5,7 @@ Every case is a call that must fail with a given exception type, a message
 that names the offending variable, argument or file (a regex), and *before
 compiled work*: the ``no_compiled_work`` fixture replaces the entry points of
 compiled work -- the MCMC sampler's compiled chunk (``Program.run_chunk``),
-the VI fit's compiled chunk (``vi.fit._run_chunk``) and the predictive
+the VI fit's compiled chunk (``vi.elbo.run_chunk``) and the predictive
 simulations' compiled map (``simulation.map_draws``) -- with a function that
 raises ``CompiledWorkStarted``, a ``BaseException`` no library code catches,
 so a case whose error comes only from inside the compiled loop fails.
@@ -34,7 +34,7 @@ import edward_lite as ed
 from edward_lite.mcmc.program import Program
 from test_nonfinite import bounds_from_latents, minus_infinity_factor  # shared models
 
-fit_module = sys.modules["edward_lite.vi.fit"]
+elbo_module = sys.modules["edward_lite.vi.elbo"]  # the fit's compiled chunk
 simulation_module = sys.modules["edward_lite.simulation"]
 
 
@@ -48,7 +48,7 @@ def no_compiled_work(monkeypatch):
     raise CompiledWorkStarted("compiled work started before the error")
 
   monkeypatch.setattr(Program, "run_chunk", refuse)
-  monkeypatch.setattr(fit_module, "_run_chunk", refuse)
+  monkeypatch.setattr(elbo_module, "run_chunk", refuse)
   monkeypatch.setattr(simulation_module, "map_draws", refuse)
 
 

@@ -13,7 +13,7 @@ from edward_lite.mcmc.program import Program
 from edward_lite import nonfinite
 
 # The modules (their names are shadowed by the functions they export).
-fit_module = sys.modules["edward_lite.vi.fit"]
+elbo_module = sys.modules["edward_lite.vi.elbo"]  # the fit's compiled chunk
 
 RUN = dict(kernel="rwmh", chains=2, warmup=10, draws=10, seed=3, progress=False,
            max_init_tries=3)
@@ -30,7 +30,7 @@ def no_compiled_work(monkeypatch):
     raise CompiledWork("a compiled chunk ran")
 
   monkeypatch.setattr(Program, "run_chunk", refuse)
-  monkeypatch.setattr(fit_module, "_run_chunk", refuse)
+  monkeypatch.setattr(elbo_module, "run_chunk", refuse)
 
 
 def scale_from_data(sigma):

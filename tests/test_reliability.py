@@ -25,6 +25,7 @@ import edward_lite as ed
 from edward_lite.mcmc.program import Program
 from edward_lite import runtime
 from edward_lite.checkpoint import Checkpointer
+from edward_lite.engine import ChunkRecord
 
 # Small, quick runs: the random-walk kernel compiles fastest.
 RUN = dict(kernel="rwmh", chains=2, warmup=20, draws=20, seed=3, progress=False)
@@ -380,8 +381,8 @@ def test_full_disk_at_the_first_save_leaves_a_valid_meta_and_an_os_error(tmp_pat
 def _finished(tmp_path):
   """A directory holding one saved step of a small run, closed."""
   with _open(tmp_path) as ckpt:
-    ckpt.save([np.zeros([2, 3], np.float32), np.int32(4)], 5,
-              {"kept": {"x": [np.ones([5, 2])]}})
+    ckpt.save(5, ChunkRecord(state=[np.zeros([2, 3], np.float32), np.int32(4)],
+                             arrays={"x": np.ones([5, 2])}, scalars={"skipped": 1}))
   return tmp_path
 
 
@@ -437,6 +438,28 @@ def test_state_with_foreign_arrays_or_step_is_named(tmp_path):
            s0=np.zeros([2, 3], np.float32), s1=np.int32(4), extra=np.ones(1))
   with _open(tmp_path) as ckpt:
     with pytest.raises(ed.mcmc.CheckpointCorruptError, match="state.npz.*extra"):
+      ckpt.load()
+
+
+def test_record_round_trips_arrays_per_chunk_and_scalars_as_json(tmp_path):
+  _finished(tmp_path)
+  with _open(tmp_path) as ckpt:
+    ckpt.save(9, ChunkRecord(state=[np.full([2, 3], 2., np.float32), np.int32(7)],
+                             arrays={"x": np.zeros([4, 2])},
+                             scalars={"skipped": 3, "reason": "the data 'y' is not finite."}))
+    loaded = ckpt.load()
+  assert loaded["step"] == 9 and loaded["scalars"] == {
+      "skipped": 3, "reason": "the data 'y' is not finite."}
+  np.testing.assert_array_equal(loaded["state"][0], np.full([2, 3], 2., np.float32))
+  assert [a.shape for a in loaded["arrays"]["x"]] == [(5, 2), (4, 2)]  # one per chunk, in order
+
+
+def test_state_with_scalars_that_are_not_json_is_named(tmp_path):
+  _finished(tmp_path)
+  np.savez(tmp_path / "state.npz", step=np.asarray(5), n_state=np.asarray(0),
+           scalars=np.frombuffer(b"{'skipped'", np.uint8))
+  with _open(tmp_path) as ckpt:
+    with pytest.raises(ed.mcmc.CheckpointCorruptError, match="state.npz.*scalars.*JSON"):
       ckpt.load()
 
 

@@ -291,6 +291,36 @@ def test_minibatch_errors():
     ed.vi.fit(local_latents, X_REG, observed={"y": Y_REG}, batch_size=10, steps=1)
 
 
+def test_warm_start_stage_is_the_mean_field_fit_of_its_steps():
+  # A full-rank fit starts where a separate mean-field fit of warm_start
+  # steps ends (same seed); its first step, at a negligible learning rate,
+  # does not move it.
+  settings = dict(observed={"y": Y_REG}, seed=3, progress=False, batch_size=20)
+  mean_field = ed.vi.fit(regression, X_REG, family="meanfield", steps=40, **settings)
+  full_rank = ed.vi.fit(regression, X_REG, family="fullrank", steps=1, warm_start=40,
+                        learning_rate=1e-12, **settings)
+  warm = mean_field.raw_params
+  np.testing.assert_allclose(full_rank.raw_params["loc"], warm["loc"], atol=1e-6)
+  np.testing.assert_allclose(np.logaddexp(0., full_rank.raw_params["scale"]),
+                             np.logaddexp(0., warm["scale"]), rtol=1e-5)
+
+
+def test_surrogates_and_batch_sources_keep_their_contracts():
+  from edward_lite.vi import minibatch, surrogates  # pylint: disable=g-import-not-at-top
+  fit = ed.vi.fit(regression, X_REG, observed={"y": Y_REG}, steps=1, progress=False)
+  assert isinstance(fit._surrogate, surrogates.Surrogate)  # pylint: disable=protected-access
+  batches = Minibatcher(regression, (X_REG,), {}, {"y": Y_REG}, 10, fit.target)
+  dataset = minibatch.DatasetBatches(
+      regression, (), {}, None,
+      tf.data.Dataset.from_tensor_slices({"x": X_REG, "y": Y_REG}).batch(10), None)
+  for source in (batches, dataset):
+    assert isinstance(source, minibatch.BatchSource)
+    carry, data = source.next(source.carry_init(tf.constant([1, 2]), 0), tf.constant([1, 2]), 0)
+    assert tf.nest.map_structure(lambda t: t.dtype, data) == tf.nest.map_structure(
+        lambda s: s.dtype, source.data_spec)
+    assert source.num_examples == N_REG
+
+
 # -- numerical trouble, checkpoints, settings ---------------------------------------
 
 

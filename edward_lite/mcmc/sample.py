@@ -14,8 +14,10 @@ The run is built from layers, each its own module:
 * ``metric``: the preconditioning, re-estimated at the end of each slow
   window; ``adaptation``: dual averaging and Welford moments.
 
-This module checks the call, cuts each phase into chunks and, between them,
-updates the metric, progress, checkpoints and the callback.
+This module checks the call and cuts each phase into chunks, re-estimating
+the metric at the end of each slow window; the host loop shared with
+``ed.vi.fit`` (``engine.run_chunks``) runs them, with progress, checkpoints
+and the callback.
 
 The random stream is stateless: transition ``t`` uses the seed
 ``fold_in(seed, t)``, so a run does not depend on how it is cut into chunks
@@ -27,13 +29,13 @@ cuts the same chunks).
 """
 
 import collections
-import time
 
 import numpy as np
 import tensorflow as tf
 
 from edward_lite import distribute, runtime
 from edward_lite.checkpoint import Checkpointer, closes_checkpoints
+from edward_lite.engine import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.initialization import describe_init
 from edward_lite.mcmc import initial, metric, schedule, streaming
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
@@ -41,7 +43,6 @@ from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import get_kernel
 from edward_lite.mcmc.program import Program
 from edward_lite.mcmc.results import MCMCResult, fold_totals
-from edward_lite.progress_report import make_progress
 
 __all__ = ["sample"]
 
@@ -174,13 +175,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       chains, pooling, dense))) if ckpt else None
 
   if resumed is not None:
-    state, step, host = resumed["state"], resumed["step"], resumed["host"]
+    state, step = resumed["state"], resumed["step"]
     state = ChunkState(*tf.nest.pack_sequence_as(program.state_template(chains, pooling, dense),
                                                  [tf.constant(x) for x in state]))
-    kept = {k: list(v) for k, v in host["kept"].items() if not k.startswith("_")}
+    chunks = resumed["arrays"]
+    kept = {k: list(v) for k, v in chunks.items() if not k.startswith("_")}
     totals = None
-    for i, in_warmup in enumerate(host["kept"]["_warmup"]):
-      totals = fold_totals(totals, {k[1:]: v[i] for k, v in host["kept"].items()
+    for i, in_warmup in enumerate(chunks["_warmup"]):
+      totals = fold_totals(totals, {k[1:]: v[i] for k, v in chunks.items()
                                     if k.startswith("_") and k != "_warmup"}, bool(in_warmup))
   else:
     u0 = initial.initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
@@ -192,13 +194,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     kept, totals = collections.defaultdict(list), None
 
   adapt_step = kernel.adapts_step_size
-  bar = make_progress(progress, total, step, "sampling")
-  timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
-  while step < total:
+
+  def run_chunk(step):
+    """The compiled chunk from transition ``step``, then the host's
+    bookkeeping: kept draws and totals, the metric at a window's end."""
+    nonlocal state, totals
     phase = schedule.phase_at(run_schedule, step)
     in_warmup = phase.warmup
     n = min(step + chunk * (1 if in_warmup or not keep_draws else thin), phase.end) - step
-    start = time.perf_counter()
     first_call = not program.compiled
     inputs = ChunkInputs(
         final_step=tf.exp(state.dual_avg.log_step_bar), seed=seed_t, start=tf.constant(step),
@@ -212,39 +215,36 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     else:
       state, out = program.run_chunk(state, inputs, capacity)
       out = tf.nest.map_structure(lambda t: t.numpy(), out)
+    program.compiled = True
     n_kept = -(-n // thin) if not in_warmup and keep_draws else 0
     out["kept"] = {key: value[:n_kept] for key, value in out["kept"].items()}
-    elapsed = time.perf_counter() - start
-    if first_call:
-      program.compiled = True
-      timings["compile_s"] += elapsed  # includes this chunk's run time
-    timings["warmup_s" if in_warmup else "sampling_s"] += elapsed
     for key, value in out["kept"].items() if n_kept else ():
       kept.setdefault(key, []).append(value)
     # Per-chain totals are folded chunk by chunk: constant memory without draws.
     totals = fold_totals(totals, out["totals"], in_warmup)
-    step += n
-    if phase.end_window and step == phase.end:
+    end = step + n
+    if phase.end_window and end == phase.end:
       state = metric.end_window(state, pooling[1], dtype)
-    if step == warmup:
+    if end == warmup:
       state = state._replace(kernel_adapt=kernel.finalize_adaptation(state.kernel_adapt))
-    if bar is not None:
-      bar.set_postfix({"phase": "warmup" if in_warmup else "sampling",
-                       **_postfix(out, _step_size_in_use(state, step >= warmup), n)},
-                      refresh=False)
-      bar.update(n)
-    if ckpt:
-      ckpt.save(tf.nest.map_structure(lambda t: t.numpy(), tuple(tf.nest.flatten(state))),
-                step, {"kept": {**{k: [v] for k, v in out["kept"].items()},
-                                **{"_" + k: [v] for k, v in out["totals"].items()},
-                                "_warmup": [np.asarray(in_warmup)]}})
-    if callback is not None:
-      callback(dict(step=step, total=total, warmup=in_warmup,
-                    step_size=_step_size_in_use(state, step >= warmup),
-                    divergences=int(np.sum(out["totals"]["diverging"])),
-                    gradients=out["totals"]["n_grads"]))
-  if bar is not None:
-    bar.close()
+    step_size = _step_size_in_use(state, end >= warmup)
+    record = ChunkRecord(
+        state=[t.numpy() for t in tf.nest.flatten(state)],
+        arrays={**out["kept"], **{"_" + k: v for k, v in out["totals"].items()},
+                "_warmup": np.asarray(in_warmup)},
+        scalars={}) if ckpt else None
+    return ChunkOutcome(
+        steps=n, record=record,
+        # The first call's time is its compile and its run.
+        timing=("compile_s",) * first_call + ("warmup_s" if in_warmup else "sampling_s",),
+        postfix={"phase": "warmup" if in_warmup else "sampling", **_postfix(out, step_size, n)},
+        info=dict(step=end, total=total, warmup=in_warmup, step_size=step_size,
+                  divergences=int(np.sum(out["totals"]["diverging"])),
+                  gradients=out["totals"]["n_grads"]))
+
+  timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
+  run_chunks(run_chunk, step, total, timings, progress=progress, label="sampling",
+             checkpointer=ckpt, callback=callback)
   base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
   return MCMCResult.build(base_target, kernel, kept, totals, state, chains=chains, warmup=warmup,
                           draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)

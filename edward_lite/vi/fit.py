@@ -11,40 +11,38 @@ of the ELBO stable enough for a plain Adam step).  With ``batch_size=B`` the
 observed data is subsampled without replacement each step and the
 likelihood scaled by ``N / B``, which keeps the ELBO estimate unbiased.
 
-The optimization runs as compiled chunks of ``chunk_size`` steps (one
-``tf.while_loop`` under ``tf.function(jit_compile=True)``); between chunks
-the host updates the progress bar, checks the relative-ELBO-change stopping
-rule and writes checkpoints.  Step ``t`` uses the stateless seed
-``fold_in(seed, t)``, so a resumed fit continues exactly as an uninterrupted
-one.  A step whose ELBO or gradient is not finite is skipped (and counted)
-or stops the fit, with the step and the variable where it first appears.
+The fit is a list of stages (``stages.py``): for a full-rank or flow
+family a mean-field warm start first, then the family itself.  Each stage
+runs compiled chunks of ``chunk_size`` steps (``elbo.py``) under the host
+loop shared with ``ed.mcmc.sample`` (``engine.py``): progress, the
+relative-ELBO-change stopping rule, checkpoints.  Step ``t`` uses the
+stateless seed ``fold_in(seed, t)``, so a resumed fit continues exactly as
+an uninterrupted one.  A step whose ELBO or gradient is not finite is
+skipped (and counted) or stops the fit, with the step and the variable
+where it first appears (``diagnosis.py``).
 """
 
-import time
 import warnings
 
 import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from edward_lite import distribute, nonfinite, runtime
-from edward_lite.checkpoint import CheckpointMismatchError, Checkpointer, closes_checkpoints
+from edward_lite import distribute, runtime
+from edward_lite.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.initialization import describe_init, parse_init
-from edward_lite.progress_report import make_progress
 from edward_lite.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families
 from edward_lite.vi.families import get_family
+from edward_lite.vi.diagnosis import check_finite_start
 from edward_lite.vi.results import VIResult
+from edward_lite.vi.stages import NonFiniteELBOError, Problem, Stage, restore, run_stage
 from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate, is_variational_program
 
 __all__ = ["fit", "NonFiniteELBOError"]
 
 DEFAULT_CHUNK = 100
-
-
-class NonFiniteELBOError(FloatingPointError):
-  """The ELBO or its gradient became NaN or infinite (``on_nonfinite="stop"``)."""
 
 
 @closes_checkpoints
@@ -174,7 +172,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   optimizer = _optimizer(optimizer, learning_rate,
                          0.01 if program else fam.default_learning_rate, steps)
   init_loc = None if program else _initial_loc(target, init, init_radius, seed_t)
-  _check_finite_start(target, init_loc, init_radius, seed_t)
+  check_finite_start(target, init_loc, init_radius, seed_t)
 
   ckpt, resumed = None, None
   if checkpoint_dir:
@@ -187,113 +185,32 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
         optimizer=_describe(optimizer), chunk_size=chunk, jit_compile=bool(jit_compile)))
     resumed = ckpt.load()
 
+  problem = Problem(model=model, target=target, batches=batches, seed=seed_t,
+                    strategy=strategy, parallel=parallel, jit_compile=jit_compile)
   if program:
     surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
   else:
     loc, scale = init_loc, None
     if warm_start and not isinstance(fam, families.MeanField) and resumed is None:
-      warm = fit(model, *args, observed=observed, family="meanfield", steps=warm_start,
-                 seed=seed, batch_size=batch_size, dataset=dataset,
-                 num_examples=getattr(batches, "num_examples", None), init=init,
-                 init_radius=init_radius, progress=progress, jit_compile=jit_compile,
-                 strategy=strategy, parallel=parallel, dtype=dtype, **kwargs)
-      raw = warm.raw_params
-      loc, scale = raw["loc"], np.logaddexp(0., raw["scale"])  # softplus
+      loc, scale = _warm_start(problem, init_loc, warm_start, chunk, progress)
     surrogate = FlatSurrogate(fam, target, loc, scale)
   optimizer.build(surrogate.variables)
-
-  state_vars = surrogate.variables + list(optimizer.variables)
-  step, elbo_chunks, skipped, first_bad, reason = 0, [], 0, None, None
+  stage = Stage(label="fitting", surrogate=surrogate, optimizer=optimizer, steps=steps,
+                samples=samples, stl=stl, tol=tol, on_nonfinite=on_nonfinite, chunk=chunk,
+                progress=progress, checkpointer=ckpt, callback=callback)
+  start, trace = 0, None
   if resumed is not None:
-    step, elbo_chunks, skipped, first_bad, reason = _restore(resumed, state_vars, batches,
-                                                             checkpoint_dir)
-
-  # The model's log density of each step: on this device, or spread over the
-  # replicas of a strategy (strategy.run cannot sit inside XLA; each
-  # replica's part is compiled instead).
-  step_target = target if strategy is None else distribute.ShardedTarget(
-      target, strategy, parallel, model=model, jit_compile=jit_compile,
-      place_shards=batches is None)
-  compiled = (batches is None or batches.compiled) and strategy is None
-  train_step = _make_train_step(surrogate, step_target, batches, optimizer, seed_t, samples,
-                                stl)
-  if batches is not None and not batches.compiled:
-    # The loop reads a dataset iterator: compile the step only.
-    train_step = tf.function(train_step, jit_compile=jit_compile and strategy is None)
-  run_chunk = tf.function(
-      lambda start, n, stop_on_bad: _run_chunk(
-          train_step, batches, seed_t, start, n, stop_on_bad, chunk,
-          surrogate.variables[0].dtype),
-      jit_compile=jit_compile and compiled)
-  bar = make_progress(progress, steps, step, "fitting")
-  timings = dict(compile_s=0., train_s=0.)
-  first_chunk, start_step = None, step
-  converged, previous = False, None
-  while step < steps:
-    n = min(chunk, steps - step)
-    # Until the first non-finite step has been diagnosed, stop at it (with
-    # the parameters and the data it saw); afterwards skip such steps in the loop.
-    stop_on_bad = on_nonfinite == "stop" or reason is None
-    start_time = time.perf_counter()
-    elbo, done, bad_count, data = run_chunk(tf.constant(step), tf.constant(n),
-                                            tf.constant(stop_on_bad))
-    elapsed = time.perf_counter() - start_time
-    timings["compile_s" if not timings["compile_s"] else "train_s"] += elapsed
-    done, bad_count = int(done), int(bad_count)
-    if bad_count and stop_on_bad:
-      first_bad = step + done
-      bad_target = batches.target_for(target, data) if batches else target
-      reason = _diagnose(surrogate, target, bad_target, seed_t, samples, stl, first_bad,
-                         jit_compile and strategy is None)
-      if on_nonfinite == "stop":
-        raise NonFiniteELBOError(
-            f"Non-finite ELBO at step {first_bad}: {reason} The parameters are those "
-            "before that step; lower the learning rate or check the model.")
-      # The step was not applied: count it as skipped here and go on with the
-      # next step (and, from a dataset, the next batch).
-      done += 1
-    first_chunk = done if first_chunk is None else first_chunk
-    elbo = elbo.numpy()[:done]
-    skipped += bad_count
-    elbo_chunks.append(elbo)
-    step += done
-    if bar is not None:
-      bar.set_postfix(elbo=f"{np.nanmean(elbo):.4g}" if done else "nan", skipped=skipped,
-                      refresh=False)
-      bar.update(done)
-    if ckpt and done:
-      ckpt.save([v.numpy() for v in state_vars], step, {"kept": {
-          "elbo": elbo_chunks, "skipped": [np.asarray(bad_count)],
-          "first_bad": [np.asarray(-1 if first_bad is None else first_bad)],
-          "reason": [np.asarray(reason or "")]}})
-    mean = float(np.nanmean(elbo)) if np.isfinite(elbo).any() else np.nan
-    if callback is not None:
-      callback(dict(step=step, elbo=mean, skipped=skipped))
-    if tol is not None and previous is not None and np.isfinite(mean) and done == n:
-      if abs(mean - previous) / max(abs(mean), 1e-12) < tol:
-        converged = True
-        break
-    if done == n:
-      previous = mean
-  if bar is not None:
-    bar.close()
-  # Steady state: the steps after the first (compiling) chunk.
-  timings["steps_per_s"] = ((step - start_step - first_chunk) / timings["train_s"]
-                            if timings["train_s"] else float("nan"))
-  nonfinite = None
-  if skipped:
-    nonfinite = dict(skipped=skipped, first_step=first_bad, reason=reason)
-    warnings.warn(f"{skipped} of {step} steps had a non-finite ELBO or gradient and were "
-                  f"skipped; the first at step {first_bad}: {reason}", RuntimeWarning,
-                  stacklevel=2)
+    start, trace = resumed["step"], restore(stage, resumed, batches, checkpoint_dir)
+  out = run_stage(stage, problem, start, trace)
+  if out.nonfinite:
+    _warn_skipped(out)
   full_log_prob = None
   if dataset is not None:
     full_log_prob = batches.full_log_prob_fn(surrogate.model_log_prob, target)
   return VIResult(target=target, surrogate=surrogate, family=fam or family,
                   full_log_prob=full_log_prob,
-                  elbo=np.concatenate(elbo_chunks) if elbo_chunks else np.zeros([0]),
-                  steps=step, samples=samples, converged=converged, nonfinite=nonfinite,
-                  timings=timings, seed=seed, settings=dict(
+                  elbo=out.elbo, steps=out.steps, samples=samples, converged=out.converged,
+                  nonfinite=out.nonfinite, timings=out.timings, seed=seed, settings=dict(
                       family=_describe_family(family, fam), steps=steps, samples=samples,
                       seed=seed, learning_rate=learning_rate, stl=bool(stl),
                       batch_size=batch_size, tol=tol,
@@ -346,196 +263,32 @@ def _optimizer(optimizer, learning_rate, default_rate, steps):
   return optimizer
 
 
-def _restore(resumed, state_vars, batches, checkpoint_dir):
-  """Loads a checkpoint into ``state_vars`` and positions a dataset's batch
-  stream; returns ``(step, elbo chunks, skipped steps, first non-finite
-  step, its diagnosis)`` so far (the last two None when there was none)."""
-  if [np.shape(a) for a in resumed["state"]] != [tuple(v.shape) for v in state_vars]:
-    raise CheckpointMismatchError(
-        f"The checkpoint in {checkpoint_dir} holds variational parameters of other shapes "
-        "than this fit's; use another checkpoint_dir or delete it.")
-  for variable, value in zip(state_vars, resumed["state"]):
-    variable.assign(value)
-  step = resumed["step"]
-  if isinstance(batches, minibatch_lib.DatasetBatches):
-    batches.seek(step)
-  kept = resumed["host"]["kept"]
-  first_bad = int(kept["first_bad"][-1]) if kept.get("first_bad") else -1
-  return (step, list(kept.get("elbo", [])),
-          int(sum(np.sum(c) for c in kept.get("skipped", []))),
-          None if first_bad < 0 else first_bad,
-          str(kept["reason"][-1]) if first_bad >= 0 else None)
+def _warm_start(problem, init_loc, steps, chunk, progress):
+  """``(loc, scale)`` ``[D]`` after ``steps`` of mean-field ADVI from
+  ``init_loc``, with the mean-field defaults (samples, learning rate)."""
+  mean_field = get_family("meanfield")
+  surrogate = FlatSurrogate(mean_field, problem.target, init_loc)
+  optimizer = _optimizer(None, None, mean_field.default_learning_rate, steps)
+  optimizer.build(surrogate.variables)
+  out = run_stage(Stage(label="warm start", surrogate=surrogate, optimizer=optimizer,
+                        steps=steps, samples=mean_field.default_samples, stl=False, tol=None,
+                        on_nonfinite="skip", chunk=chunk, progress=progress), problem)
+  if out.nonfinite:
+    _warn_skipped(out, " of the mean-field warm start")
+  if isinstance(problem.batches, minibatch_lib.DatasetBatches):
+    problem.batches.seek(0)  # the family's stage reads the dataset from its start
+  raw = surrogate.named(surrogate.variables)
+  return raw["loc"].numpy(), np.logaddexp(0., raw["scale"].numpy())  # softplus
 
 
-# -- the compiled chunk ----------------------------------------------------------
-
-
-def _elbo_and_gradients(surrogate, target, seed, samples, stl, step):
-  """``(elbo, gradients, state, log_q)`` of one step on ``target`` (the step's
-  minibatch): the ELBO estimate, its gradients with respect to the surrogate's
-  variables, and the step's draws with their surrogate log density."""
-  draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
-  with tf.GradientTape() as tape:
-    state, log_q = surrogate.draw(samples, draw_seed, stl)
-    log_p = surrogate.model_log_prob(target, state)
-    elbo = tf.reduce_mean(log_p - log_q)
-    loss = -elbo
-  grads = tape.gradient(loss, surrogate.variables,
-                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
-  return elbo, grads, state, log_q
-
-
-def _make_train_step(surrogate, target, batches, optimizer, seed, samples, stl):
-  """``train_step(step, data) -> (elbo, finite)``: one optimizer update,
-  applied only when the ELBO and every gradient are finite."""
-
-  def train_step(step, data):
-    step_target = batches.target_for(target, data) if batches else target
-    elbo, grads, _, _ = _elbo_and_gradients(surrogate, step_target, seed, samples, stl, step)
-    finite = tf.math.is_finite(elbo)
-    for g in grads:
-      # The square too: Adam's second moment would overflow to inf (and the
-      # parameters to NaN) on a finite gradient above ~1e19 in float32.
-      finite &= tf.reduce_all(tf.math.is_finite(tf.square(g)))
-
-    def apply():
-      optimizer.apply_gradients(zip(grads, surrogate.variables))
-      return tf.constant(True)
-
-    tf.cond(finite, apply, lambda: tf.constant(False))
-    return elbo, finite
-
-  return train_step
-
-
-def _run_chunk(train_step, batches, seed, start, n, stop_on_bad, capacity, dtype):
-  """Runs up to ``n`` steps from step ``start``.
-
-  Returns ``(elbo[capacity], steps done, non-finite steps, data)``, ``data``
-  the data of the last step run (an empty placeholder without minibatches).
-  With ``stop_on_bad`` the loop ends at a non-finite step, which is not
-  applied and not counted as done, and ``data`` is its data.
-  """
-  # What the batch source carries from step to step (the epoch's permutation).
-  carry = batches.carry_init(seed, start) if batches else tf.zeros([0], tf.int32)
-  spec = batches.data_spec if batches else tf.TensorSpec([0], tf.int32)
-
-  def body(i, trace, bad_count, carry, data):
-    step = start + i
-    if batches:
-      carry, data = batches.next(carry, seed, step)
-    elbo, finite = train_step(step, data)
-    trace = tf.tensor_scatter_nd_update(trace, [[i]], tf.reshape(elbo, [1]))
-    bad_count += tf.cast(~finite, tf.int32)
-    done = i + tf.where(stop_on_bad & ~finite, 0, 1)
-    return done, trace, bad_count, carry, data
-
-  def cond(i, trace, bad_count, carry, data):
-    del trace, carry, data
-    return (i < n) & ~(stop_on_bad & (bad_count > 0))
-
-  loop_vars = (tf.constant(0), tf.fill([capacity], tf.constant(np.nan, dtype)),
-               tf.constant(0), carry, tf.nest.map_structure(_placeholder, spec))
-  # The data's shape as its spec: a dataset's batches may differ in size.
-  shapes = tf.nest.map_structure(lambda v: v.shape, loop_vars[:-1] + (spec,))
-  i, trace, bad_count, _, data = tf.while_loop(cond, body, loop_vars, shape_invariants=shapes)
-  return trace, i, bad_count, data
-
-
-def _placeholder(spec):
-  """A tensor compatible with ``spec`` (its unknown dimensions 0)."""
-  shape = [] if spec.shape.rank is None else [d or 0 for d in spec.shape]
-  return tf.zeros(shape, spec.dtype)
-
-
-# -- diagnosis of a non-finite step ------------------------------------------------
-
-
-def _diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_compile):
-  """One sentence: where the first non-finite value of step ``step`` appears.
-
-  ``step_target`` is ``target`` on the step's data (its minibatch).  The
-  step's draws, ELBO and gradients are recomputed compiled as in the loop
-  (``jit_compile``): XLA draws other random numbers than TensorFlow's kernels.
-  """
-  params = surrogate.named(surrogate.variables)
-  for name, value in params.items():
-    if not np.all(np.isfinite(value.numpy())):
-      return f"the surrogate parameter '{name}' is not finite."
-  _, kwargs, observed = step_target.data
-  for name, value in [*kwargs.items(), *observed.items()]:
-    if tf.is_tensor(value) and value.dtype.is_floating:
-      bad = int(np.sum(~np.isfinite(value.numpy())))
-      if bad:
-        return (f"the data '{name}' of this step contains {bad} non-finite value(s) "
-                "(NaN or inf); remove or impute them.")
-  _, elbo_grads, state, log_q = tf.function(
-      lambda: _elbo_and_gradients(surrogate, step_target, seed, samples, stl,
-                                  tf.constant(step)),
-      jit_compile=jit_compile)()
-  values = surrogate.constrained(target, state)
-  for name, value in values.items():
-    bad = int(np.sum(~np.all(np.isfinite(np.reshape(value.numpy(), [samples, -1])), axis=1)))
-    if bad:
-      return (f"the draws of latent '{name}' are not finite ({bad} of {samples} draws); "
-              "the surrogate's scale may have blown up.")
-  flat = target.flatten(target.unconstrain(values))
-  reason = nonfinite.explain(step_target, flat, "draws")  # names the term and the cause
-  if reason:
-    return reason
-  bad = int(np.sum(~np.isfinite(log_q.numpy())))
-  if bad:
-    return f"the surrogate's log density is not finite at {bad} of {samples} draws."
-  _, grads = step_target.value_and_gradient(target.unflatten(flat))
-  for name, grad in grads.items():
-    if not np.all(np.isfinite(grad.numpy())):
-      return f"the gradient of the log density with respect to '{name}' is not finite."
-  for name, grad in surrogate.named(elbo_grads).items():
-    grad = grad.numpy()
-    if not np.all(np.isfinite(grad)):
-      return f"the ELBO gradient with respect to the surrogate parameter '{name}' is not finite."
-    with np.errstate(over="ignore"):
-      overflows = not np.all(np.isfinite(np.square(grad)))
-    if overflows:
-      return (f"the ELBO gradient with respect to the surrogate parameter '{name}' is so "
-              f"large ({np.max(np.abs(grad)):.3g}) that the optimizer's squared "
-              "gradient overflows; rescale the model (e.g. a tiny scale parameter).")
-  return "the non-finite value could not be reproduced by recomputing the step."
+def _warn_skipped(out, which=""):
+  skipped = out.nonfinite
+  warnings.warn(f"{skipped['skipped']} of {out.steps} steps{which} had a non-finite ELBO or "
+                f"gradient and were skipped; the first at step {skipped['first_step']}: "
+                f"{skipped['reason']}", RuntimeWarning, stacklevel=3)
 
 
 # -- inputs ---------------------------------------------------------------------
-
-START_POINTS = 128  # uniform points tried when the initial location's density is not finite
-
-
-def _check_finite_start(target, loc, radius, seed):
-  """Raises ``ValueError`` naming the non-finite term and its likely cause when
-  the log density is finite neither at the initial location ``loc`` ``[D]``
-  (None for a variational program) nor at any of ``START_POINTS`` points
-  uniform on ``[-radius, radius]`` (unconstrained): every step would be
-  skipped.  One eager run of the program normally; before compiled work."""
-  points = []
-  if loc is not None:
-    point = np.asarray(loc, target.dtype.as_numpy_dtype)[None]
-    if np.all(np.isfinite(point)) and np.isfinite(
-        float(tf.add_n(list(nonfinite.terms_at(target, point[0]).values())))):
-      return
-    points.append(point)
-  radius = radius if np.isfinite(radius) and radius > 0 else 2.
-  draws = tf.random.stateless_uniform(
-      [START_POINTS, target.dim], runtime.stream(seed, "vi_start_points"),
-      -radius, radius, dtype=target.dtype)
-  if np.isfinite(target.log_prob_flat(draws).numpy()).any():
-    return
-  points.append(draws.numpy())
-  points = np.concatenate(points)
-  reason = nonfinite.explain(target, points, "starting points")
-  where = "the initial location nor at " if loc is not None else ""
-  raise ValueError(
-      f"The log density is finite neither at {where}any of {START_POINTS} points drawn "
-      f"uniformly in [-{radius:g}, {radius:g}] on the unconstrained space, so every step "
-      f"would be skipped" + (f": {reason}" if reason else ".") +
-      " Check the model's support and data, or pass init= values inside the support.")
 
 
 def _initial_loc(target, init, radius, seed):

@@ -21,6 +21,7 @@ not depend on ``N`` (global latents only).
 """
 
 import inspect
+import typing
 
 import tensorflow as tf
 
@@ -28,7 +29,29 @@ from edward_lite import runtime
 from edward_lite.rows import RowData
 from edward_lite.target import make_target
 
-__all__ = ["Minibatcher", "DatasetBatches"]
+__all__ = ["BatchSource", "Minibatcher", "DatasetBatches"]
+
+
+@typing.runtime_checkable
+class BatchSource(typing.Protocol):
+  """The contract of a source of minibatches for the fit's compiled loop
+  (``elbo.run_chunk``): a state carried from step to step, the data of
+  each step and the target on that data."""
+  compiled: bool  # whether reading the data can sit inside the XLA program
+  num_examples: int
+
+  @property
+  def data_spec(self):
+    """The ``tf.TensorSpec`` (structure) of one step's data."""
+
+  def carry_init(self, seed, start):
+    """The carried state before step ``start``."""
+
+  def next(self, carry, seed, step):
+    """``(carry, data)`` of ``step``."""
+
+  def target_for(self, target, data):
+    """``target`` on ``data``, its likelihood scaled to the full data."""
 
 
 class Minibatcher:
@@ -70,8 +93,8 @@ class Minibatcher:
     # A gather, not tf.slice: XLA compiles a slice's start as a constant.
     return tf.gather(permutation, position * self.batch_size + tf.range(self.batch_size))
 
-  # The interface of the fit loop: a carried state (the epoch's permutation),
-  # the data of a step (its indices) and their spec, the target on that data.
+  # BatchSource: the carried state is the epoch's permutation, a step's data
+  # its indices.
   compiled = True  # the whole loop can be one XLA program
 
   @property

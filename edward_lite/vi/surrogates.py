@@ -24,6 +24,7 @@ do not depend on the parameterization.
 """
 
 import collections
+import typing
 import zlib
 
 import numpy as np
@@ -34,7 +35,29 @@ from edward_lite.random_variable import DeferredValue
 from edward_lite.tracing import trace
 from edward_lite.vi.families import Family
 
-__all__ = ["FlatSurrogate", "ProgramSurrogate", "is_variational_program"]
+__all__ = ["Surrogate", "FlatSurrogate", "ProgramSurrogate", "is_variational_program"]
+
+
+@typing.runtime_checkable
+class Surrogate(typing.Protocol):
+  """The contract of a surrogate posterior (see the module docstring), as
+  ``stages.py``, ``elbo.py``, ``diagnosis.py`` and ``VIResult`` use it."""
+  variables: list
+
+  def named(self, values) -> dict:
+    """``values`` aligned with ``variables`` as ``name -> value``."""
+
+  def draw(self, n, seed, stl=False):
+    """``(state, log_q[n])``, reparameterized."""
+
+  def model_log_prob(self, target, state):
+    """``[n]``: the model's log density on the surrogate's space."""
+
+  def constrained(self, target, state) -> dict:
+    """``name -> [n, *shape]`` constrained values of ``state``."""
+
+  def log_prob(self, target, values):
+    """``log q(x)`` at constrained ``values``."""
 
 
 class FlatSurrogate:
