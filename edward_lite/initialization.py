@@ -11,6 +11,8 @@ import hashlib
 
 import numpy as np
 
+from edward_lite.support import support_text
+
 __all__ = ["parse_init", "describe_init", "latent_of_column"]
 
 MODES = ("uniform", "prior")
@@ -87,8 +89,24 @@ def _from_values(target, init, chains, dtype):
   unconstrained = target.unconstrain(values)
   bad = [n for n, v in unconstrained.items() if not np.all(np.isfinite(v))]
   if bad:
-    raise ValueError(f"init values for {bad} are outside the support of their distributions.")
+    raise ValueError(f"init values for {bad} are outside the support of their distributions "
+                     f"(a start must lie strictly inside it): "
+                     f"{_outside(target.latents[bad[0]], values[bad[0]], unconstrained[bad[0]])}.")
   return target.flatten(unconstrained).numpy()
+
+
+def _outside(info, value, u):
+  """Words for a latent whose constrained ``value`` ``[C, ...]`` has a
+  non-finite unconstrained image ``u``: the first value outside its support,
+  and the support expected."""
+  value, u = np.asarray(value), np.asarray(u)
+  expects = f"its {info.distribution} distribution expects {support_text(info.bijector)}"
+  if u.shape == value.shape:  # elementwise: the first value outside
+    return f"'{info.name}' is {value[~np.isfinite(u)][0]:g} where {expects}"
+  chain = int(np.argwhere(~np.isfinite(u))[0][0])  # a simplex, a matrix: the first chain's
+  shown = " ".join(np.array2string(value[chain], threshold=8, precision=4, separator=", ",
+                                   max_line_width=10**6).split())
+  return f"'{info.name}' is {shown} where {expects}"
 
 
 def describe_init(init):

@@ -55,7 +55,7 @@ import tensorflow_probability as tfp
 
 from edward_lite.bijectors import support_bijector
 
-__all__ = ["check_observed_support"]
+__all__ = ["check_observed_support", "support_text"]
 
 tfd, tfb = tfp.distributions, tfp.bijectors
 
@@ -251,7 +251,7 @@ def _bijector_failure(dist, bijector, value, array):
       u_event_ndims, (int, np.integer)) or array.ndim < event_ndims:
     return None  # structured (JointMap) bijectors
   event_ndims, u_event_ndims = int(event_ndims), int(u_event_ndims)
-  expected = _support_text(dist, bijector)
+  expected = support_text(bijector)
   x = tf.convert_to_tensor(value)
   try:
     u = bijector.inverse(x)
@@ -309,7 +309,7 @@ def _scalar_text(param):
   return f"{array.reshape(()).item():g}" if array.size == 1 else None
 
 
-def _support_text(dist, bijector):
+def support_text(bijector):
   """Words for the support a default event-space bijector maps onto."""
   parts = list(bijector.bijectors) if isinstance(bijector, tfb.Chain) else [bijector]
   kinds = {type(b) for b in parts}

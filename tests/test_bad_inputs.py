@@ -84,6 +84,11 @@ def poisson_model():
   return ed.Poisson(lam * tf.ones(3), name="y")
 
 
+def simplex_model():
+  p = ed.Dirichlet(tf.ones(3), name="p")
+  return ed.Categorical(probs=p, sample_shape=4, name="y")
+
+
 def positive_model():
   s = ed.HalfNormal(1., name="s")
   return ed.Normal(tf.zeros(3), s, name="y")
@@ -392,6 +397,14 @@ CASES = [
          ValueError, r"'w' has shape \(3,\)"),
     case("sample-init-outside-support", lambda t: sample(positive_model, init={"s": -1.}),
          ValueError, r"\['s'\].*outside the support"),
+    case("sample-init-outside-support-says-value-and-support",
+         lambda t: sample(positive_model, init={"s": -1.}), ValueError,
+         r"'s' is -1 where its HalfNormal distribution expects non-negative values"),
+    case("sample-init-outside-simplex-shows-the-vector",
+         lambda t: sample(simplex_model, observed={"y": np.array([0, 1, 2, 1], np.int32)},
+                          init={"p": [0.5, 0.7, -0.2]}), ValueError,
+         r"'p' is \[ ?0\.5, 0\.7, -0\.2\] where its Dirichlet distribution expects "
+         r"vectors on the probability simplex"),
     case("sample-init-value-string", lambda t: sample(init={"mu": "zero"}), ValueError,
          r"init value for 'mu' is not a number.*'zero'"),
     case("sample-init-array-wrong-shape", lambda t: sample(init=np.zeros([3, 1])), ValueError,
