@@ -105,16 +105,16 @@ def test_the_bulk_is_the_chains_near_the_median_acceptance_deficit():
   assert bulk.numpy().all()
 
 
-def test_the_shared_bulk_state_is_dual_averaging_on_the_geometric_mean_acceptance():
+def test_the_shared_bulk_state_is_dual_averaging_on_the_harmonic_mean_acceptance():
   # Five chains whose acceptances stay near each other: with ``share`` every
-  # chain holds the state of one dual averaging fed the geometric mean of
+  # chain holds the state of one dual averaging fed the harmonic mean of
   # their acceptances (floored at ACCEPT_FLOOR).  A sixth chain that accepts
   # nothing leaves the bulk after a few iterations and then runs its own
   # dual averaging on its own acceptance, from the shared state it left.
   floor = adaptation.ACCEPT_FLOOR
 
-  def geometric_mean(a):
-    return np.exp(np.mean(np.log(np.maximum(a, floor))))[None, None]
+  def harmonic_mean(a):
+    return (1. / np.mean(1. / np.maximum(a, floor)))[None, None]
 
   rng = np.random.default_rng(0)
   accepts = np.concatenate([rng.uniform(0.6, 1., (40, 5)), np.zeros((40, 1))], axis=1)
@@ -126,14 +126,14 @@ def test_the_shared_bulk_state_is_dual_averaging_on_the_geometric_mean_acceptanc
     state = adaptation.step_size_update(state, tf.constant(a), 0.8, tf.constant(True))
     assert bulk.numpy()[:5].all()
     if bulk.numpy()[5]:
-      pooled = adaptation.dual_averaging_update(pooled, tf.constant(geometric_mean(a)), 0.8)
+      pooled = adaptation.dual_averaging_update(pooled, tf.constant(harmonic_mean(a)), 0.8)
     else:
       if left is None:  # the outlier starts from the shared state it left
         left = t
         alone = adaptation.dual_averaging_update(pooled, tf.constant([[0.]], tf.float64), 0.8)
       else:
         alone = adaptation.dual_averaging_update(alone, tf.constant([[0.]], tf.float64), 0.8)
-      pooled = adaptation.dual_averaging_update(pooled, tf.constant(geometric_mean(a[:5])), 0.8)
+      pooled = adaptation.dual_averaging_update(pooled, tf.constant(harmonic_mean(a[:5])), 0.8)
       np.testing.assert_allclose(state.log_step.numpy()[5], alone.log_step.numpy()[0],
                                  rtol=1e-12)
     np.testing.assert_allclose(state.log_step.numpy()[:5],

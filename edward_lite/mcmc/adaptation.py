@@ -120,7 +120,7 @@ def welford_variance(state, pooled=True, regularize=True):
   return var
 
 
-BULK_TOLERANCE, DEFICIT_RATE, ACCEPT_FLOOR = 0.25, 0.1, 0.05
+BULK_TOLERANCE, DEFICIT_RATE, ACCEPT_FLOOR, ACCEPT_POWER = 0.25, 0.1, 0.05, -1.
 
 
 def bulk_chains(deficit, tolerance=BULK_TOLERANCE):
@@ -147,17 +147,22 @@ def step_size_update(state, accept_prob, target_accept, share):
     step size tuned to the others.  A chain that rejoins takes the bulk's
     state.
 
-  The bulk's state is fed the geometric mean of the bulk's acceptance
-  statistics, each floored at ``ACCEPT_FLOOR``:
+  The bulk's state is fed the power mean with exponent ``ACCEPT_POWER =
+  -1`` (the harmonic mean) of the bulk's acceptance statistics, each
+  floored at ``ACCEPT_FLOOR``:
 
-      a_bulk = exp(mean_{c in bulk} log max(a_c, ACCEPT_FLOOR))
+      a_bulk = (mean_{c in bulk} max(a_c, ACCEPT_FLOOR)^p)^(1/p),  p = -1.
 
   On a posterior whose curvature is about the same everywhere the chains'
   acceptances are close and this is about their mean.  Where it is not (a
-  funnel's neck, GARCH's ``alpha1 + beta1 -> 1``), the few chains that
-  reject or diverge there pull it down far more than they pull down the
-  mean, so the shared step size settles smaller, as each chain's own dual
-  averaging would (the arithmetic mean ran hot there: RESULTS section 17).
+  funnel's neck, GARCH's ``alpha1 + beta1 -> 1``, a latent Gaussian
+  process), the few chains that reject or diverge there pull it down far
+  more than they pull down the mean, so the shared step size settles
+  smaller, as each chain's own dual averaging would.  The arithmetic mean
+  ran hot there, and the geometric mean (``p -> 0``) still diverged several
+  times as often as per-chain step sizes; the harmonic mean brings the
+  divergences to the per-chain level for about 15% of the ESS on a
+  near-Gaussian posterior (RESULTS sections 17 and 19).
 
   ``deficit`` (each chain's ``target_accept - a_t``, exponentially averaged
   at rate ``DEFICIT_RATE``) is updated every call.
@@ -170,8 +175,9 @@ def step_size_update(state, accept_prob, target_accept, share):
   own = dual_averaging_update(state._replace(deficit=deficit), accept[:, None], target_accept)
   bulk, median_chain = bulk_chains(deficit)
   weight = tf.cast(bulk[:, 0], accept.dtype)
-  log_accept = tf.math.log(tf.maximum(accept, ACCEPT_FLOOR))
-  bulk_accept = tf.exp(tf.reduce_sum(weight * log_accept) / tf.reduce_sum(weight))
+  floored = tf.maximum(accept, ACCEPT_FLOOR)
+  bulk_accept = (tf.reduce_sum(weight * floored**ACCEPT_POWER)
+                 / tf.reduce_sum(weight))**(1. / ACCEPT_POWER)
   shared = dual_averaging_update(
       tf.nest.map_structure(lambda x: tf.gather(x, median_chain[None]), state),
       bulk_accept[None, None], target_accept)

@@ -86,7 +86,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       (default): in the initial fast window every chain adapts its own step
       size, so each can leave a bad start; from then to the end of warmup
       the chains whose recent acceptance is near the median chain's (the
-      bulk) share one step size (dual averaging on the geometric mean of
+      bulk) share one step size (dual averaging on the harmonic mean of
       their acceptance), and a chain that rejects far more than the bulk
       adapts its own until it rejoins (``adaptation.step_size_update``);
       one diagonal metric is estimated from all chains.  ``False``: per-chain step size and
