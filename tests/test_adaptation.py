@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import edward_lite as ed
 from edward_lite.mcmc import adaptation, schedule
 
 
@@ -148,3 +149,18 @@ def test_the_shared_bulk_state_is_dual_averaging_on_the_harmonic_mean_acceptance
     state = adaptation.step_size_update(state, tf.constant(a), 0.8, tf.constant(False))
     own = adaptation.dual_averaging_update(own, tf.constant(a[:, None]), 0.8)
   np.testing.assert_allclose(state.log_step.numpy(), own.log_step.numpy(), rtol=1e-12)
+
+
+def test_random_walk_bulk_is_tuned_on_the_geometric_mean_acceptance():
+  # A random walk's acceptance probabilities spread over [0, 1] on any
+  # posterior; RWMH's bulk uses the geometric mean (power 0), the gradient
+  # kernels the harmonic mean.
+  assert ed.mcmc.RWMH().bulk_accept_power == 0. and ed.mcmc.NUTS().bulk_accept_power == -1.
+  a = np.array([0.05, 0.3, 0.6, 0.9, 0.45])
+  state = adaptation.dual_averaging_init(tf.fill([5, 1], tf.constant(0.3, tf.float64)))
+  shared = adaptation.step_size_update(state, tf.constant(a), 0.234, tf.constant(True), power=0.)
+  pooled = adaptation.dual_averaging_update(
+      adaptation.dual_averaging_init(tf.fill([1, 1], tf.constant(0.3, tf.float64))),
+      tf.constant(np.exp(np.mean(np.log(a)))[None, None]), 0.234)
+  np.testing.assert_allclose(shared.log_step.numpy(),
+                             np.broadcast_to(pooled.log_step.numpy(), [5, 1]), rtol=1e-12)

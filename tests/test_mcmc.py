@@ -231,8 +231,8 @@ def test_thinning_keeps_every_kth_draw():
 
 def test_summary_table_and_warnings():
   result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, chains=4,
-                          warmup=200, draws=200, seed=10, progress=False)
-  with pytest.warns(RuntimeWarning):  # 800 draws: ESS below 400 for some entries
+                          warmup=200, draws=100, seed=10, progress=False)
+  with pytest.warns(RuntimeWarning):  # 400 draws: ESS below 400 for some entries
     table = result.summary(print_table=False)
   labels = list(table.index)
   assert labels[:3] == ["mu", "tau", "theta_tilde[0]"] and len(labels) == 10

@@ -134,7 +134,7 @@ def bulk_chains(deficit, tolerance=BULK_TOLERANCE):
   return (d <= tf.gather(d, median_chain) + tolerance)[:, None], median_chain
 
 
-def step_size_update(state, accept_prob, target_accept, share):
+def step_size_update(state, accept_prob, target_accept, share, power=ACCEPT_POWER):
   """One step-size adaptation step for the chains' acceptance ``[C]``.
 
   * One pooled state (``h_bar`` of shape ``[1, 1]``): dual averaging on the
@@ -147,11 +147,14 @@ def step_size_update(state, accept_prob, target_accept, share):
     step size tuned to the others.  A chain that rejoins takes the bulk's
     state.
 
-  The bulk's state is fed the power mean with exponent ``ACCEPT_POWER =
-  -1`` (the harmonic mean) of the bulk's acceptance statistics, each
-  floored at ``ACCEPT_FLOOR``:
+  The bulk's state is fed the power mean with exponent ``power`` (by
+  default ``ACCEPT_POWER = -1``, the harmonic mean; the kernel's
+  ``bulk_accept_power``: 0, the geometric mean, for random-walk
+  Metropolis) of the bulk's acceptance statistics, each floored at
+  ``ACCEPT_FLOOR``:
 
-      a_bulk = (mean_{c in bulk} max(a_c, ACCEPT_FLOOR)^p)^(1/p),  p = -1.
+      a_bulk = (mean_{c in bulk} max(a_c, ACCEPT_FLOOR)^p)^(1/p)
+             (p = 0: exp(mean_{c in bulk} log max(a_c, ACCEPT_FLOOR))).
 
   On a posterior whose curvature is about the same everywhere the chains'
   acceptances are close and this is about their mean.  Where it is not (a
@@ -176,8 +179,10 @@ def step_size_update(state, accept_prob, target_accept, share):
   bulk, median_chain = bulk_chains(deficit)
   weight = tf.cast(bulk[:, 0], accept.dtype)
   floored = tf.maximum(accept, ACCEPT_FLOOR)
-  bulk_accept = (tf.reduce_sum(weight * floored**ACCEPT_POWER)
-                 / tf.reduce_sum(weight))**(1. / ACCEPT_POWER)
+  if power == 0:
+    bulk_accept = tf.exp(tf.reduce_sum(weight * tf.math.log(floored)) / tf.reduce_sum(weight))
+  else:
+    bulk_accept = (tf.reduce_sum(weight * floored**power) / tf.reduce_sum(weight))**(1. / power)
   shared = dual_averaging_update(
       tf.nest.map_structure(lambda x: tf.gather(x, median_chain[None]), state),
       bulk_accept[None, None], target_accept)

@@ -37,6 +37,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.mcmc import adaptation
+
 __all__ = ["Kernel", "GradientKernel", "GradState", "MAX_ENERGY_ERROR", "STATISTICS",
            "TransitionInfo", "check_kernel", "check_number", "leapfrog", "metropolis",
            "random_algorithm", "stateless_normal", "stateless_uniform"]
@@ -131,6 +133,11 @@ class Kernel:
 
   # Whether warmup adapts the step size (RWMH(adapt=False) keeps its scale).
   adapts_step_size = True
+  # The power mean of the bulk's acceptances that its shared step size is
+  # tuned on (``adaptation.step_size_update``): harmonic for gradient-based
+  # kernels, whose acceptances sit close together unless the posterior's
+  # curvature varies.
+  bulk_accept_power = adaptation.ACCEPT_POWER
 
   def default_target_accept(self, dim):
     del dim

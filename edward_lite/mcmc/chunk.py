@@ -122,7 +122,7 @@ def run_chunk(target, kernel, state, inputs, capacity):
         max_depth=tf.maximum(totals["max_depth"], info.tree_depth))
     u = to_u(z, scale)
     dual_avg = _select(adapt_step, adaptation.step_size_update(
-        dual_avg, info.accept_prob, target_accept, share), dual_avg)
+        dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power), dual_avg)
     kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                      start + i), kadapt)
     metric = _select(collect, adaptation.welford_update(metric, u), metric)

@@ -30,6 +30,11 @@ class RWMH(Kernel):
       target_accept = check_number("RWMH", "target_accept", target_accept, low=0, high=1)
     self.scale, self.adapt, self.target_accept = scale, adapt, target_accept
 
+  # A random walk's acceptance probabilities are spread over [0, 1] on any
+  # posterior, so a harmonic mean would sit far below their mean and shrink
+  # the scale: the geometric mean.
+  bulk_accept_power = 0.
+
   @property
   def adapts_step_size(self):
     return self.adapt

@@ -131,10 +131,9 @@ def restore(stage, resumed, batches, checkpoint_dir):
 def run_stage(stage, problem, start=0, trace=None):
   """Runs ``stage`` from step ``start`` (a resumed stage's, with its
   ``trace``); returns a ``StageResult``."""
-  surrogate, target, batches, seed = stage.surrogate, problem.target, problem.batches, \
-      problem.seed
+  surrogate, target, batches = stage.surrogate, problem.target, problem.batches
+  seed, strategy = problem.seed, problem.strategy
   trace = trace or _Trace()
-  strategy = problem.strategy
   # The model's log density of each step: on this device, or spread over the
   # replicas of a strategy (strategy.run cannot sit inside XLA; each
   # replica's part is compiled instead).
