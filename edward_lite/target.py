@@ -116,10 +116,11 @@ def _check_finite(what, value):
     value = value.value
   if tf.is_tensor(value) and not hasattr(value, "numpy"):
     return  # symbolic: cannot check here
+  frame = None
   try:
     if hasattr(value, "select_dtypes"):  # a pandas DataFrame: its numeric columns
-      value = value.select_dtypes(include="number").to_numpy(dtype=np.float64,
-                                                             na_value=np.nan)
+      frame = value.select_dtypes(include="number")
+      value = frame.to_numpy(dtype=np.float64, na_value=np.nan)
     elif hasattr(value, "to_numpy") and getattr(value.dtype, "kind", "") in "fiuc":
       value = value.to_numpy(dtype=np.float64, na_value=np.nan)  # a (nullable) Series
     array = np.asarray(value)
@@ -130,6 +131,9 @@ def _check_finite(what, value):
     first = np.argwhere(~np.isfinite(array))[0]
     at = f", the first at index {tuple(int(i) for i in first)}" if array.ndim > 1 else (
         f", the first at index {int(first[0])}" if array.ndim == 1 else "")
+    if frame is not None:  # by the table's own names
+      at = (f", the first in column '{frame.columns[first[1]]}' at row "
+            f"{frame.index[first[0]]!r}")
     raise ValueError(f"{what} contains {bad} non-finite value(s) (NaN or inf){at}; "
                      "remove or impute them before inference.")
 

@@ -84,6 +84,17 @@ def poisson_model():
   return ed.Poisson(lam * tf.ones(3), name="y")
 
 
+def table_model(data):
+  w = ed.Normal(0., 1., name="w")
+  return ed.Normal(w * data["x1"].values + data["x2"].values, 1., name="y")
+
+
+def _frame_with_nan():
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  return pd.DataFrame({"label": ["u", "v", "w"], "x1": [0.5, 1., 2.], "x2": [0., 1., np.nan]},
+                      index=["a", "b", "c"])
+
+
 def simplex_model():
   p = ed.Dirichlet(tf.ones(3), name="p")
   return ed.Categorical(probs=p, sample_shape=4, name="y")
@@ -287,6 +298,10 @@ CASES = [
     case("target-observed-nan",
          lambda t: ed.make_target(normal_model, observed={"y": np.array([0., np.nan, 1.])}),
          ValueError, r"'y' contains 1 non-finite value\(s\) \(NaN or inf\), the first at index 1;"),
+    case("target-dataframe-nan-names-column-and-row",
+         lambda t: ed.make_target(table_model, _frame_with_nan()), ValueError,
+         r"'data' .*contains 1 non-finite value\(s\) \(NaN or inf\), the first in column "
+         r"'x2' at row 'c';"),
     case("target-observed-inf-list",
          lambda t: ed.make_target(normal_model, observed={"y": [0., float("inf"), 1.]}),
          ValueError, r"'y' contains 1 non-finite"),
