@@ -44,11 +44,11 @@ def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
   elif log_likelihood and observed:
     groups["log_likelihood"] = unflat(target.log_likelihood(flat))
   if posterior_predictive and observed:
-    sims = simulation.map_draws(target._simulate, flat, seed=seed)  # pylint: disable=protected-access
+    sims = simulation.map_draws(target.simulate, flat, seed=seed)
     groups["posterior_predictive"] = unflat({k: sims[k] for k in observed})
     groups["observed_data"] = observed
   if prior is not None:
-    draws = simulation.map_draws(lambda _, s: target._simulate({}, s), {}, seed=seed + 1,  # pylint: disable=protected-access
+    draws = simulation.map_draws(lambda _, s: target.simulate({}, s), {}, seed=seed + 1,
                                  count=prior)
     groups["prior"] = {k: v[None] for k, v in draws.items() if k not in observed}
     groups["prior_predictive"] = {k: v[None] for k, v in draws.items() if k in observed}

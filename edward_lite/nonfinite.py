@@ -102,9 +102,8 @@ def terms_at(target, flat_row):
 def _run_at(target, flat_row):
   """``(terms, random variables)`` of one eager run at an unconstrained point ``[D]``."""
   state = {k: v[0] for k, v in target.unflatten(tf.reshape(flat_row, [1, -1])).items()}
-  terms, record = {}, {}
-  target._run(state, named_terms=terms, record=record)  # pylint: disable=protected-access
-  return terms, record
+  one = target.run(state)
+  return one.terms, one.variables
 
 
 def _term_text(name):
@@ -233,7 +232,7 @@ def _argument_names(target):
   the parameter is one of the program's arguments as given, else ''."""
   args, kwargs, _ = target.data
   try:
-    bound = dict(inspect.signature(target._program).bind_partial(*args, **kwargs).arguments)  # pylint: disable=protected-access
+    bound = dict(inspect.signature(target.program).bind_partial(*args, **kwargs).arguments)
   except (TypeError, ValueError):
     bound = {f"#{i}": a for i, a in enumerate(args)}
     bound.update(kwargs)

@@ -29,11 +29,27 @@ the other gradient (``Graph.gradient_override_map``) and differentiates with
 ``tf.gradients``, which honours the mark (the eager ``GradientTape`` looks
 gradients up by op type only).  It needs graph mode, as inside
 ``tf.vectorized_map``; called eagerly, the tape is used.
+
+Programs with loops.  A program whose loop inputs differ per chain
+(``tf.scan``, ``tf.while_loop``, ``tfd.HiddenMarkovModel``, ...) cannot be
+vectorized that way: TensorFlow's vectorizer cannot batch the gradient of a
+loop, and the gradient of the vectorized loop does not compile with XLA.
+``batched_value_and_gradient(..., loops=True)`` then evaluates the chains
+one after another with ``tf.map_fn`` inside the same compiled program: the
+cost grows linearly with the number of chains.  (Differentiating the
+vectorized program instead puts reductions in the gradient whose axes XLA
+treats as compile-time constants, so every new state value would recompile:
+RESULTS section 1.)
+
+``log_density`` attaches these per-chain gradients to a ``[C]`` value with
+``tf.custom_gradient``: it is how every target (``Target``, each replica of
+a ``ShardedTarget``) exposes a differentiable log density.
 """
 
 import tensorflow as tf
 
-__all__ = ["value_and_gradient", "vectorized_value_and_gradient", "ROW_FORM_MAX_CHAINS"]
+__all__ = ["value_and_gradient", "vectorized_value_and_gradient", "batched_value_and_gradient",
+           "log_density", "ROW_FORM_MAX_CHAINS"]
 
 ROW_FORM_MAX_CHAINS = 8
 
@@ -75,6 +91,47 @@ def vectorized_value_and_gradient(fn, state):
   chains = tf.compat.dimension_value(next(iter(state.values())).shape[0])
   rows = chains is not None and chains <= ROW_FORM_MAX_CHAINS
   return tf.vectorized_map(lambda s: value_and_gradient(fn, s, rows=rows), state)
+
+
+def batched_value_and_gradient(fn, state, loops=False):
+  """``(values [C], gradients dict)`` of one chain's ``fn`` over the chains of
+  ``state``: vectorized, or chain by chain when the program has ``loops``
+  (see the module docstring)."""
+  if not loops:
+    return vectorized_value_and_gradient(fn, state)
+  dtype = next(iter(state.values())).dtype
+  signature = (dtype, {n: tf.TensorSpec(None, v.dtype) for n, v in state.items()})
+  return tf.map_fn(lambda s: value_and_gradient(fn, s), state, fn_output_signature=signature)
+
+
+def log_density(fn, state, loops=False):
+  """``[C]`` values of one chain's ``fn`` over ``state`` (dict ``name ->
+  [C, ...]``), differentiable: the gradient with respect to ``state`` is the
+  per-chain one of ``batched_value_and_gradient``, computed with the value.
+  A program that reads ``tf.Variable``s (Keras weights) gets their gradient
+  from the vectorized program."""
+  names = list(state)
+
+  @tf.custom_gradient
+  def value(*parts):
+    lp, grads = batched_value_and_gradient(fn, dict(zip(names, parts)), loops)
+
+    def grad_fn(upstream, variables=None):
+      state_grads = [tf.reshape(upstream, [-1] + [1] * (grads[n].shape.rank - 1)) * grads[n]
+                     for n in names]
+      if not variables:
+        return state_grads
+      with tf.GradientTape() as tape:
+        tape.watch(variables)
+        lp_again = tf.vectorized_map(fn, dict(zip(names, parts)))
+        total = tf.reduce_sum(tf.stop_gradient(upstream) * lp_again)
+      var_grads = tape.gradient(total, variables,
+                                unconnected_gradients=tf.UnconnectedGradients.ZERO)
+      return state_grads, var_grads
+
+    return lp, grad_fn
+
+  return value(*[state[n] for n in names])
 
 
 def value_and_gradient(fn, state, rows=False):

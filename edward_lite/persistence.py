@@ -178,10 +178,10 @@ class SavedTarget:
     raise ValueError("This result was loaded without its model: pass it to ed.load(path, "
                      "model, *args) to compute log-likelihoods or predictions.")
 
-  log_likelihood = deterministic = _simulate = _needs_model
+  log_likelihood = deterministic = simulate = _needs_model
 
   @property
-  def _program(self):
+  def program(self):
     return self._needs_model()
 
 

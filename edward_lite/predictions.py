@@ -18,7 +18,8 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite import dtypes, runtime, simulation
-from edward_lite.target import Target
+from edward_lite.model_data import ModelData, call_program, prepare_arguments
+from edward_lite.model_structure import is_dtype_conflict
 
 __all__ = ["predictive", "prior_predictive"]
 
@@ -55,14 +56,14 @@ def predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs
     try:
       simulation.simulate(call, {n: v[0] for n, v in values.items()}, simulation.seed_tensor(0))
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
-      if not _is_dtype_conflict(e):
+      if not is_dtype_conflict(e):
         raise ValueError(f"predictive: the posterior draws of {sorted(values)} do not fit "
                          f"the program at these arguments: {e}") from e
       float_dtype = tf.float32
       values = {n: v.astype(np.float32) if v.dtype == np.float64 else v
                 for n, v in values.items()}
-  if not args and not kwargs and target is not None and target._program is model:  # pylint: disable=protected-access
-    call = target._call_program  # pylint: disable=protected-access
+  if not args and not kwargs and target is not None and target.program is model:
+    call = target.call_program
   else:
     call = _bind(model, args, kwargs, float_dtype)
   try:
@@ -111,13 +112,8 @@ def _bind(model, args, kwargs, float_dtype):
   """``call()`` running ``model`` on checked data in ``float_dtype``."""
   if not callable(model):
     raise TypeError(f"predictive expects a callable program; got {type(model).__name__}.")
-  args, kwargs = Target._prepare_arguments(model, args, kwargs, float_dtype)  # pylint: disable=protected-access
-
-  def call():
-    with dtypes.float_scope(float_dtype):
-      return model(*args, **kwargs)
-
-  return call
+  data = ModelData(*prepare_arguments(model, args, kwargs, float_dtype))
+  return lambda: call_program(model, data, float_dtype)
 
 
 def _posterior_draws(posterior, draws, seed):
@@ -146,11 +142,6 @@ def _posterior_draws(posterior, draws, seed):
     return values, (next(iter(sizes.values())),), None
   raise TypeError("predictive expects an MCMCResult, a VIResult or a non-empty dict name -> "
                   f"draws; got {type(posterior).__name__}.")
-
-
-def _is_dtype_conflict(error):
-  from edward_lite.target import _is_dtype_conflict as conflict  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return conflict(error)
 
 
 def _fold(seed, salt):

@@ -28,12 +28,12 @@ differentiates its own part inside ``strategy.run`` (a ``GradientTape``
 outside it would not see the replica threads).
 """
 
-# pylint: disable=protected-access  (Target internals)
-
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.rows import RowData
+from edward_lite import per_chain_gradient
+from edward_lite.model_data import RowData
+from edward_lite.target import Mode, flat_value_and_gradient
 
 __all__ = ["ShardedTarget", "PARALLEL_MODES"]
 
@@ -78,7 +78,7 @@ class ShardedTarget:
                          f"the data has N={n} rows for {r} replicas.")
       bounds = np.linspace(0, n, r + 1).round().astype(int)  # shard sizes differ by <= 1
       if model is not None:
-        self._rows.check_global_latents(model, target, tf.range(bounds[1]))
+        self._rows.check_global_latents(target, tf.range(bounds[1]))
     self._shards = None
     if parallel == "data" and place_shards:
       tensors = self._row_tensors(self._rows.data)
@@ -137,8 +137,9 @@ class ShardedTarget:
   # -- one replica's part ----------------------------------------------------
   def _replica_value_and_gradient(self, kind, parts, replica_id, shard, batch,
                                   likelihood_scale):
-    """``(value [C_r], gradients)`` of this replica's part of ``kind``
-    (``"log_prob"``: unconstrained state; ``"log_joint"``: constrained)."""
+    """``(value [C_r], gradients)`` of this replica's part of ``kind`` (a
+    ``Mode`` value: ``"unconstrained"`` for ``log_prob``, ``"constrained"``
+    for ``log_joint``)."""
     r = self.replicas
     target = self.base
     if batch is not None and self.parallel == "data":
@@ -156,11 +157,8 @@ class ShardedTarget:
       chains = parts[0].shape[0] // r
       index = replica_id * chains + tf.range(chains)
       state = {n: tf.gather(v, index) for n, v in state.items()}
-    if kind == "log_prob":
-      fn = lambda s: target._run(s)[0]
-    else:
-      fn = lambda s: target._run(s, inverse=True, jacobian=False)[0]
-    lp, grads = target._vectorized_value_and_gradient(state, fn)
+    lp, grads = per_chain_gradient.batched_value_and_gradient(
+        target.density_fn(Mode(kind)), state, target.has_loops)
     return lp, [grads[n] for n in target.names]
 
   # -- the distributed value ---------------------------------------------------
@@ -216,7 +214,7 @@ class ShardedTarget:
 
   def log_prob(self, state):
     """``[C]`` log density at unconstrained state (see ``Target.log_prob``)."""
-    return self._distributed("log_prob", self.base._as_dict(state))
+    return self._distributed(Mode.UNCONSTRAINED.value, self.base.layout.as_dict(state))
 
   def log_prob_flat(self, flat):
     """``log_prob`` of a flat ``[C, D]`` state; returns ``[C]``."""
@@ -224,12 +222,9 @@ class ShardedTarget:
 
   def log_joint(self, values):
     """``[C]`` log p(x, data) at constrained values (see ``Target.log_joint``)."""
-    return self._distributed("log_joint", self.base._as_dict(values, constrained=True))
+    return self._distributed(Mode.CONSTRAINED.value,
+                             self.base.layout.as_dict(values, constrained=True))
 
   def value_and_gradient_flat(self, flat):
     """``(log_prob [C], gradient [C, D])`` of a flat state."""
-    flat = tf.convert_to_tensor(flat, dtype=self.base.dtype)
-    with tf.GradientTape() as tape:
-      tape.watch(flat)
-      lp = self.log_prob_flat(flat)
-    return lp, tape.gradient(lp, flat)
+    return flat_value_and_gradient(self, flat)

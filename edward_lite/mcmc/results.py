@@ -267,7 +267,7 @@ class MCMCResult:
       ``ed.Deterministic``.
     """
     from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
-    return predictive(self.target._program, self, *args, seed=seed, **kwargs)  # pylint: disable=protected-access
+    return predictive(self.target.program, self, *args, seed=seed, **kwargs)
 
   def log_likelihood(self):
     """Pointwise log-likelihood ``log p(y_i | x)`` at every kept draw: dict

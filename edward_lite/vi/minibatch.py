@@ -26,7 +26,7 @@ import typing
 import tensorflow as tf
 
 from edward_lite import runtime
-from edward_lite.rows import RowData
+from edward_lite.model_data import RowData
 from edward_lite.target import make_target
 
 __all__ = ["BatchSource", "Minibatcher", "DatasetBatches"]
@@ -75,7 +75,7 @@ class Minibatcher:
     self.scale = n / b
     # One eager check on the first batch: the program must take its data
     # shapes from its arguments, and its latents must not depend on N.
-    self.rows.check_global_latents(model, target, tf.range(b))
+    self.rows.check_global_latents(target, tf.range(b))
 
   def permutation(self, seed, step):
     """The random permutation ``[N]`` of the epoch that ``step`` falls in."""

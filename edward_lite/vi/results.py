@@ -122,7 +122,7 @@ class VIResult:
     state, log_q = self._surrogate.draw(BATCH, seed)
     values = self._surrogate.constrained(self.target, state)
     if self.target.deterministic_names:
-      values.update(tf.vectorized_map(lambda v: self.target._pointwise(v)[1], values))  # pylint: disable=protected-access
+      values.update(tf.vectorized_map(lambda v: self.target.pointwise(v)[1], values))
     if weights and self._full_log_prob is None:
       return values, self._surrogate.model_log_prob(self.target, state) - log_q, state
     return values, log_q, state
@@ -282,7 +282,7 @@ class VIResult:
     draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``."""
     from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
     self._check_surrogate()
-    return predictive(self.target._program, self, *args, draws=draws,  # pylint: disable=protected-access
+    return predictive(self.target.program, self, *args, draws=draws,
                       seed=self._seed if seed is None else seed, **kwargs)
 
   def to_arviz(self, n=1000, resample=True, seed=None, log_likelihood=True,

@@ -236,7 +236,7 @@ class ProgramSurrogate:
     return values
 
   def log_prob(self, target, values):
-    values = target._as_dict(values, constrained=True)  # pylint: disable=protected-access
+    values = target.layout.as_dict(values, constrained=True)
     dummy = tf.constant([0, 0], tf.int32)
     return tf.vectorized_map(lambda v: self._draw_one(dummy, values=v)[1], values)
 
