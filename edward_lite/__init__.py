@@ -27,10 +27,9 @@ from edward_lite.programs import condition, do, make_log_joint_fn, make_value_se
 from edward_lite.random_variable import RandomVariable
 from edward_lite.target import Target, make_target
 from edward_lite.terms import Factor, Flat
+from edward_lite.version import __version__
 from edward_lite.tracing import (get_next_interceptor, get_next_tracer, interceptable,
                                  interception, tape, trace, traceable)
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name):

@@ -7,7 +7,7 @@ A checkpoint directory holds
   ``close``, released by the kernel if the process dies; a second run is
   refused with ``CheckpointLockedError`` naming the holder.
 * ``meta.json`` -- what the run computes: the model's code and its data by
-  content (``runtime.fingerprint``), the settings that change the draws and
+  content (``fingerprints.fingerprint``), the settings that change the draws and
   the library version.  Written when the directory is opened, before any
   compiled work; a run with a different model, data or settings refuses the
   directory (``CheckpointMismatchError``).
@@ -43,6 +43,8 @@ import weakref
 
 import numpy as np
 
+from edward_lite.version import __version__
+
 try:
   import fcntl  # pylint: disable=g-import-not-at-top
 except ImportError:  # Windows: an O_EXCL lock file instead
@@ -73,9 +75,6 @@ class CheckpointLockedError(RuntimeError):
   """Another run holds the checkpoint directory."""
 
 
-def _library_version():
-  import edward_lite  # pylint: disable=g-import-not-at-top,import-outside-toplevel
-  return getattr(edward_lite, "__version__", "0.1.0")
 
 
 def _fsync_directory(directory):
@@ -267,7 +266,7 @@ class Checkpointer:
 
   Args:
     directory: the checkpoint directory (created if missing).
-    fingerprint: the run's ``runtime.Fingerprint``.
+    fingerprint: the run's ``fingerprints.Fingerprint``.
     settings: JSON-able dict of the settings that change the results.
 
   Raises:
@@ -291,7 +290,7 @@ class Checkpointer:
           "resumed run could not be checked against this call; pass data as arrays, "
           "numbers, lists or DataFrames (and objects the model reads as such), or run without "
           "checkpoint_dir.")
-    self.meta = {"format": FORMAT, "version": _library_version(),
+    self.meta = {"format": FORMAT, "version": __version__,
                  "model": {"name": fingerprint.name, "code": fingerprint.code},
                  "data": fingerprint.data,
                  "settings": json.loads(json.dumps(settings, default=str))}

@@ -32,6 +32,15 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.mcmc.kernels import KERNELS
+from edward_lite.mcmc.results import MCMCResult
+from edward_lite.target import make_target
+from edward_lite.version import __version__
+from edward_lite.vi import families
+from edward_lite.vi.fit import target_and_batches
+from edward_lite.vi.results import VIResult
+from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate, is_variational_program
+
 __all__ = ["save", "load"]
 
 FORMAT = "edward_lite.MCMCResult/1"
@@ -44,14 +53,12 @@ _DICTS = ("draws", "sample_stats", "mean", "variance")
 def save(result, path):
   """Writes ``result`` (an ``MCMCResult`` or a ``VIResult``) to ``path``
   (``.npz`` appended if missing), atomically.  Returns the path written."""
-  from edward_lite.vi.results import VIResult  # pylint: disable=g-import-not-at-top
   arrays, header = (_vi_contents(result) if isinstance(result, VIResult)
                     else _mcmc_contents(result))
   return _write(path, arrays, header)
 
 
 def _write(path, arrays, header):
-  from edward_lite import __version__  # pylint: disable=g-import-not-at-top
   path = os.fspath(path)
   path = path if path.endswith(".npz") else path + ".npz"
   header = dict(header, version=__version__)
@@ -119,8 +126,6 @@ def load(path, model=None, *args, **kwargs):
     ValueError: the file is not an edward_lite result, or ``model`` does not
       fit it; both messages name the file.
   """
-  from edward_lite.mcmc.kernels import KERNELS  # pylint: disable=g-import-not-at-top
-  from edward_lite.mcmc.results import MCMCResult  # pylint: disable=g-import-not-at-top
   path = os.fspath(path)
   try:
     with np.load(path, allow_pickle=False) as data:
@@ -195,7 +200,6 @@ class _Latent:
 
 
 def _attach(path, header, observed, model, args, kwargs):
-  from edward_lite.target import make_target  # pylint: disable=g-import-not-at-top
   target = make_target(model, *args, observed=observed, **kwargs)
   found = {n: i.shape.as_list() for n, i in target.latents.items()}
   if found != header["latents"] or list(target.deterministic_names) != header["deterministic"]:
@@ -222,7 +226,6 @@ _NEEDS_MODEL = ("This VI fit was loaded without its model: pass it to ed.load(pa
 
 
 def _vi_contents(result):
-  from edward_lite.vi.surrogates import ProgramSurrogate  # pylint: disable=g-import-not-at-top
   target, surrogate = result.target, result._surrogate  # pylint: disable=protected-access
   program = isinstance(surrogate, ProgramSurrogate) or getattr(surrogate, "kind", None) == \
       "program"
@@ -264,7 +267,6 @@ def _load_vi(path, header, arrays, model, args, kwargs):
   """A ``VIResult`` from a file written by ``save``: the file's arrays are
   checked first, then the model's latents (one eager run of the program),
   and only then is the surrogate built."""
-  from edward_lite.vi.results import VIResult  # pylint: disable=g-import-not-at-top
   family_arg = kwargs.pop("family", None)
   program_args = kwargs.pop("program_args", ())
   program_kwargs = kwargs.pop("program_kwargs", None)
@@ -386,8 +388,6 @@ def _saved_surrogate(path, header, arrays):
 def _vi_family(path, saved, given, program):
   """``(family, needs)``: the family to rebuild the surrogate with (None when
   it cannot be), and the sentence saying what to pass when it cannot."""
-  from edward_lite.vi import families  # pylint: disable=g-import-not-at-top
-  from edward_lite.vi.surrogates import is_variational_program  # pylint: disable=g-import-not-at-top
   name = saved.get("family")
   if program:
     if given is None:
@@ -420,14 +420,12 @@ def _vi_family(path, saved, given, program):
 def _vi_target(path, header, observed, model, args, kwargs, dataset):
   """``(target, batches)`` of ``model`` on the saved data (or ``dataset``),
   its latents checked against the saved ones."""
-  from edward_lite.vi.fit import _target_and_batches  # pylint: disable=g-import-not-at-top
   settings = header.get("settings") or {}
   dtype = settings.get("dtype")
   if dataset is not None:
-    target, batches = _target_and_batches(model, args, kwargs, observed, None, dataset,
+    target, batches = target_and_batches(model, args, kwargs, observed, None, dataset,
                                           settings.get("num_examples"), dtype)
   else:
-    from edward_lite.target import make_target  # pylint: disable=g-import-not-at-top
     target, batches = make_target(model, *args, observed=observed, dtype=dtype, **kwargs), None
   found = {n: {"shape": i.shape.as_list(),
                "unconstrained_shape": i.unconstrained_shape.as_list(),
@@ -442,7 +440,6 @@ def _vi_target(path, header, observed, model, args, kwargs, dataset):
 
 def _vi_surrogate(path, saved, family, target, program_args, program_kwargs):
   """The surrogate rebuilt for ``target`` with the saved variables."""
-  from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate  # pylint: disable=g-import-not-at-top
   if saved.kind == "program":
     surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
     found = [(list(v.shape), v.dtype.name) for v in surrogate.variables]

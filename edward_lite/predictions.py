@@ -17,9 +17,11 @@ draws (``simulation.map_draws``).
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import dtypes, runtime, simulation
+from edward_lite import call_checks, dtypes, simulation
+from edward_lite.mcmc.results import MCMCResult
 from edward_lite.model_data import ModelData, call_program, prepare_arguments
 from edward_lite.model_structure import is_dtype_conflict
+from edward_lite.vi.results import VIResult
 
 __all__ = ["predictive", "prior_predictive"]
 
@@ -100,7 +102,7 @@ def prior_predictive(model, *args, draws=1000, seed=0, dtype=None, **kwargs):
     NotImplementedError: the program has an improper prior (``ed.Flat``),
       which has no draws.
   """
-  draws = runtime.check_integer("draws", draws, 1)
+  draws = call_checks.check_integer("draws", draws, 1)
   float_dtype = dtypes.check_float_dtype(dtype) if dtype is not None else tf.float32
   call = _bind(model, args, kwargs, float_dtype)
   simulation.simulate(call, {}, simulation.seed_tensor(0))  # errors before compiled work
@@ -118,8 +120,6 @@ def _bind(model, args, kwargs, float_dtype):
 
 def _posterior_draws(posterior, draws, seed):
   """``(values name -> [S, ...], leading shape, target or None)``."""
-  from edward_lite.mcmc.results import MCMCResult  # pylint: disable=g-import-not-at-top
-  from edward_lite.vi.results import VIResult  # pylint: disable=g-import-not-at-top
   if isinstance(posterior, MCMCResult):
     if posterior.draws is None:
       raise ValueError("predictive needs the posterior draws: sample with keep_draws=True.")
@@ -129,7 +129,7 @@ def _posterior_draws(posterior, draws, seed):
               for n in names}
     return values, lead, posterior.target
   if isinstance(posterior, VIResult):
-    n = runtime.check_integer("draws", 1000 if draws is None else draws, 1)
+    n = call_checks.check_integer("draws", 1000 if draws is None else draws, 1)
     sample = posterior.sample(n, seed=seed)
     values = {k: sample[k] for k in posterior.target.names}
     return values, (n,), posterior.target
@@ -145,5 +145,5 @@ def _posterior_draws(posterior, draws, seed):
 
 
 def _fold(seed, salt):
-  seed = runtime.check_integer("seed", seed, 0) if not tf.is_tensor(seed) else seed
+  seed = call_checks.check_integer("seed", seed, 0) if not tf.is_tensor(seed) else seed
   return tf.random.experimental.stateless_fold_in(simulation.seed_tensor(seed), salt)

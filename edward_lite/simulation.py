@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import runtime
+from edward_lite import seed_streams
 from edward_lite.random_variable import DeferredValue
 from edward_lite.tracing import trace
 
@@ -25,7 +25,7 @@ BATCH = 1024  # draws per compiled call
 def seed_tensor(seed):
   """An int or a shape-[2] seed -> a stateless seed ``int32[2]``."""
   if isinstance(seed, (int, np.integer)):
-    return tf.constant(runtime.seed_pair(int(seed)), tf.int32)
+    return tf.constant(seed_streams.seed_pair(int(seed)), tf.int32)
   return tf.convert_to_tensor(seed, tf.int32)
 
 

@@ -99,6 +99,7 @@ def test_sharded_log_prob_and_gradient_equal_single_device(strategies, parallel)
   gj0 = tape.gradient(lj0, values)
   for r, strategy in strategies.items():
     sharded = ed.distribute.ShardedTarget(target, strategy, parallel, model=logistic)
+    assert isinstance(sharded, ed.target.Density)
     lp, g = tf.function(sharded.value_and_gradient_flat)(flat)
     np.testing.assert_allclose(lp, lp0, rtol=1e-12, err_msg=f"{r} replicas")
     np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-12, err_msg=f"{r} replicas")

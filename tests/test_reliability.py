@@ -23,7 +23,7 @@ import tensorflow_probability as tfp
 
 import edward_lite as ed
 from edward_lite.mcmc.program import Program
-from edward_lite import runtime
+from edward_lite import call_checks, fingerprints
 from edward_lite.checkpoint import Checkpointer
 from edward_lite.engine import ChunkRecord
 
@@ -44,7 +44,7 @@ def _made(source, **namespace):
 
 
 def _fingerprint(model, *args, observed=None, **kwargs):
-  return runtime.fingerprint(model, args, kwargs, observed)
+  return fingerprints.fingerprint(model, args, kwargs, observed)
 
 
 def std_normal():
@@ -234,13 +234,13 @@ def test_second_checkpointer_on_a_directory_is_refused(tmp_path):
 HOLDER = textwrap.dedent("""
     import sys, time
     import edward_lite as ed
-    from edward_lite import runtime
+    from edward_lite import fingerprints
     from edward_lite.checkpoint import Checkpointer
 
     def std_normal():
       return ed.Normal(0., 1., name="x")
 
-    ckpt = Checkpointer(sys.argv[1], runtime.fingerprint(std_normal, (), {}, None), {})
+    ckpt = Checkpointer(sys.argv[1], fingerprints.fingerprint(std_normal, (), {}, None), {})
     print("locked", flush=True)
     time.sleep(300)
 """)
@@ -553,7 +553,7 @@ def test_model_taking_kwargs_warns_when_a_keyword_is_close_to_a_setting():
     result = ed.mcmc.sample(open_model, draw=20, **RUN)
   assert result.draws["x"].shape == (20, 2)
   with pytest.warns(UserWarning, match="'step'.*steps="):
-    runtime.check_model_kwargs(open_model, {"step": 1}, ed.vi.fit, "ed.vi.fit")
+    call_checks.check_model_kwargs(open_model, {"step": 1}, ed.vi.fit, "ed.vi.fit")
 
 
 # -- bounded waits -----------------------------------------------------------------------

@@ -43,9 +43,10 @@ PARALLEL_MODES = ("data", "chains")
 class ShardedTarget:
   """A ``Target`` evaluated across the replicas of ``strategy``.
 
-  Has the interface of the target it wraps; ``log_prob``, ``log_prob_flat``,
-  ``log_joint`` and ``with_data`` run distributed, everything else (shapes,
-  bijectors, ``constrain``) is the wrapped target's.
+  Implements ``target.Density``: ``log_prob``, ``log_prob_flat``,
+  ``log_joint``, ``value_and_gradient_flat`` and ``with_data`` run
+  distributed; every other public member (shapes, bijectors, layout,
+  ``constrain``) is the wrapped target's.
 
   Args:
     target: the full-data ``Target``.
@@ -88,7 +89,10 @@ class ShardedTarget:
     self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile)
 
   def __getattr__(self, name):
-    if name == "base":  # not yet set (e.g. while copying)
+    # The rest of the ``Density`` interface and the target's public API
+    # (static description, layout, constrain, simulation) is the wrapped
+    # target's: it does not depend on where the data live.
+    if name == "base" or name.startswith("_"):  # "base" not yet set: while copying
       raise AttributeError(name)
     return getattr(self.base, name)
 

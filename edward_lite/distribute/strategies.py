@@ -16,6 +16,8 @@ import threading
 
 import tensorflow as tf
 
+from edward_lite.distribute.sharding import PARALLEL_MODES
+
 __all__ = ["strategy", "logical_cpus", "num_replicas"]
 
 KINDS = ("default", "mirrored", "multi_worker", "tpu")
@@ -195,7 +197,6 @@ def resolve(strategy_, parallel="data"):
   strategy mean no distribution; a name is built once per process and
   reused (so compiled programs are reused too).
   """
-  from edward_lite.distribute.sharding import PARALLEL_MODES
   if parallel not in PARALLEL_MODES:
     raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}; got {parallel!r}.")
   if strategy_ is None or strategy_ == "default":

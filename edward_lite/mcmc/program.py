@@ -3,7 +3,7 @@
 ``Program.get`` returns the ``Target`` of a model with its data and the
 compiled functions the driver calls: the chunk of transitions, the draws of
 initial states and the initial ``ChunkState``.  The cache key is the
-program's code and data by content (``runtime.fingerprint``), the kernel's
+program's code and data by content (``fingerprints.fingerprint``), the kernel's
 settings, the number of chains and the pooling, so a new seed or new run
 lengths reuse the compiled program.
 """
@@ -13,7 +13,7 @@ import warnings
 
 import tensorflow as tf
 
-from edward_lite import distribute, runtime
+from edward_lite import distribute, fingerprints
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.target import make_target
 
@@ -21,13 +21,9 @@ __all__ = ["Program"]
 
 
 class Program:
-  """A model target and its compiled chunk function, cached across calls.
-
-  The cache key is the program's code and its data by content
-  (``runtime.fingerprint``), the kernel settings, the number of chains and
-  the pooling, so a new seed or new run lengths reuse the compiled program;
+  """A model target and its compiled functions (see the module docstring);
   a call that cannot be identified by content is built fresh, never cached.
-  """
+  ``MAX_CACHED`` programs are kept, the least recently used dropped first."""
 
   _cache = collections.OrderedDict()
   MAX_CACHED = 8
@@ -36,7 +32,7 @@ class Program:
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
           parallel="data", jit_compile=True, dtype=None):
     strategy = distribute.resolve(strategy, parallel)
-    fingerprint = runtime.fingerprint(model, args, kwargs, observed)
+    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed)
     key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
            bool(jit_compile), str(dtype))
     if fingerprint.key is not None and key in cls._cache:

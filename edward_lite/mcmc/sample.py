@@ -33,7 +33,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import distribute, runtime
+from edward_lite import call_checks, distribute, seed_streams
 from edward_lite.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.engine import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.initialization import describe_init
@@ -134,10 +134,10 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   Returns:
     An ``MCMCResult``.
   """
-  runtime.check_model_kwargs(model, kwargs, sample, "ed.mcmc.sample")
+  call_checks.check_model_kwargs(model, kwargs, sample, "ed.mcmc.sample")
   settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                              max_init_tries, step_size)
-  runtime.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
+  call_checks.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
                               jit_compile=jit_compile)
   if adapt_metric not in (True, False, "diag", "dense"):
     raise ValueError(f"adapt_metric must be True, False, 'diag' or 'dense'; got {adapt_metric!r}.")
@@ -162,7 +162,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   total = warmup + draws
   chunk = settings["chunk_size"] or DEFAULT_CHUNK
   capacity = chunk if keep_draws else 0  # draws kept per sampling chunk
-  seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
+  seed_t = tf.constant(seed_streams.seed_pair(seed), tf.int32)
 
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
@@ -288,14 +288,14 @@ def _chain_groups(strategy, chains, pooled):
 
 def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                     max_init_tries, step_size):
-  integer = runtime.check_integer
+  integer = call_checks.check_integer
   out = dict(chains=integer("chains", chains, 1), warmup=integer("warmup", warmup, 0),
              draws=integer("draws", draws, 1), seed=integer("seed", seed, 0),
              thin=integer("thin", thin, 1), max_init_tries=integer("max_init_tries", max_init_tries, 1),
              chunk_size=None if chunk_size is None else integer("chunk_size", chunk_size, 1))
-  runtime.check_positive("init_radius", init_radius)
+  call_checks.check_positive("init_radius", init_radius)
   if step_size is not None:
-    runtime.check_positive("step_size", step_size)
+    call_checks.check_positive("step_size", step_size)
   return out
 
 

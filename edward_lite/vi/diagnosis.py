@@ -11,7 +11,7 @@ every step would be skipped.
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import nonfinite, runtime
+from edward_lite import nonfinite, seed_streams
 from edward_lite.vi.elbo import elbo_and_gradients
 
 __all__ = ["diagnose", "check_finite_start"]
@@ -87,7 +87,7 @@ def check_finite_start(target, loc, radius, seed):
     points.append(point)
   radius = radius if np.isfinite(radius) and radius > 0 else 2.
   draws = tf.random.stateless_uniform(
-      [START_POINTS, target.dim], runtime.stream(seed, "vi_start_points"),
+      [START_POINTS, target.dim], seed_streams.stream(seed, "vi_start_points"),
       -radius, radius, dtype=target.dtype)
   if np.isfinite(target.log_prob_flat(draws).numpy()).any():
     return

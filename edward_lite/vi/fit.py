@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from edward_lite import distribute, runtime
+from edward_lite import call_checks, distribute, fingerprints, seed_streams
 from edward_lite.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.initialization import describe_init, parse_init
 from edward_lite.target import make_target
@@ -123,15 +123,15 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   Returns:
     A ``VIResult``.
   """
-  runtime.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
-  integer = runtime.check_integer
+  call_checks.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
+  integer = call_checks.check_integer
   steps, seed = integer("steps", steps, 1), integer("seed", seed, 0)
   chunk = integer("chunk_size", chunk_size, 1) if chunk_size is not None else DEFAULT_CHUNK
   if on_nonfinite not in ("skip", "stop"):
     raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
-  runtime.check_call_settings(observed=observed, callback=callback, stl=stl,
+  call_checks.check_call_settings(observed=observed, callback=callback, stl=stl,
                               jit_compile=jit_compile)
-  runtime.check_positive("init_radius", init_radius)
+  call_checks.check_positive("init_radius", init_radius)
   if not isinstance(program_args, (tuple, list)):
     raise TypeError(f"program_args must be a tuple of the variational program's positional "
                     f"arguments; got {type(program_args).__name__}.")
@@ -139,14 +139,14 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     raise TypeError(f"program_kwargs must be a dict or None; got "
                     f"{type(program_kwargs).__name__}.")
   if tol is not None:
-    runtime.check_positive("tol", tol, "a positive number or None")
+    call_checks.check_positive("tol", tol, "a positive number or None")
   strategy = distribute.resolve(strategy, parallel)
   if strategy is not None:
     replicas = strategy.num_replicas_in_sync
     if parallel == "data" and batch_size is not None and batch_size % replicas:
       raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
                        f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
-  target, batches = _target_and_batches(model, args, kwargs, observed, batch_size, dataset,
+  target, batches = target_and_batches(model, args, kwargs, observed, batch_size, dataset,
                                         num_examples, dtype)
 
   program = is_variational_program(family)
@@ -165,10 +165,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                      f"parameters held fixed, which '{fam.name}' computes in D sequential "
                      "passes; use 'realnvp' or stl=False.")
 
-  seed_t = tf.constant(runtime.seed_pair(seed), tf.int32)
+  seed_t = tf.constant(seed_streams.seed_pair(seed), tf.int32)
   if warm_start is None:
     warm_start = 0 if program or isinstance(fam, families.MeanField) else min(500, steps)
-  warm_start = runtime.check_integer("warm_start", warm_start, 0)
+  warm_start = call_checks.check_integer("warm_start", warm_start, 0)
   optimizer = _optimizer(optimizer, learning_rate,
                          0.01 if program else fam.default_learning_rate, steps)
   init_loc = None if program else _initial_loc(target, init, init_radius, seed_t)
@@ -176,7 +176,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
 
   ckpt, resumed = None, None
   if checkpoint_dir:
-    fingerprint = runtime.fingerprint(model, args, kwargs, observed)
+    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed)
     ckpt = Checkpointer(checkpoint_dir, fingerprint, dict(
         family=_describe_family(family, fam), steps=steps, samples=samples, seed=seed,
         learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
@@ -225,7 +225,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                       parallel=parallel))
 
 
-def _target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples,
+def target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples,
                         dtype=None):
   """``(target, batches)``: the full-data target and the source of the
   minibatches (a ``Minibatcher``, ``DatasetBatches`` or None)."""
@@ -299,7 +299,7 @@ def _initial_loc(target, init, radius, seed):
   dtype = target.dtype.as_numpy_dtype
   if given == "uniform":
     return tf.random.stateless_uniform([target.dim], seed, -radius, radius, dtype=dtype).numpy()
-  draws = target.sample_prior(101, runtime.stream(seed, "vi_prior_start"))
+  draws = target.sample_prior(101, seed_streams.stream(seed, "vi_prior_start"))
   u = target.flatten(target.unconstrain(draws)).numpy()
   return np.median(u, axis=0).astype(dtype)
 

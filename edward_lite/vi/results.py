@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import psis, runtime
+from edward_lite import call_checks, psis, seed_streams
 from edward_lite.summary import Summary, present, select_names
 from edward_lite.vi.families import FullRank, MeanField
 
@@ -131,9 +131,9 @@ class VIResult:
     """``n`` draws (constrained dict) and their log weights (or log q); the
     ``call``-th unseeded call gets its own stream."""
     self._check_surrogate()
-    n = runtime.check_integer("n", n, 1)
-    base = tf.constant(runtime.seed_pair(self._seed if seed is None else seed), tf.int32)
-    stream = runtime.stream(base, "vi_weighted_draws" if weights else "vi_draws")
+    n = call_checks.check_integer("n", n, 1)
+    base = tf.constant(seed_streams.seed_pair(self._seed if seed is None else seed), tf.int32)
+    stream = seed_streams.stream(base, "vi_weighted_draws" if weights else "vi_draws")
     if call:
       stream = tf.random.experimental.stateless_fold_in(stream, call)
     parts, log_w = collections.defaultdict(list), []
@@ -208,7 +208,7 @@ class VIResult:
     Returns:
       dict name -> NumPy ``[n, *shape]``.
     """
-    n = runtime.check_integer("n", n, 1)
+    n = call_checks.check_integer("n", n, 1)
     sample = self.importance(draws, seed) if draws is not None else self._ensure_importance()
     self._warn_khat(sample)
     rng = np.random.default_rng(self._seed if seed is None else seed)

@@ -1,18 +1,14 @@
-"""Host-side helpers shared by the inference loops (MCMC and VI).
+"""Identity by content: a program by its code, its data by their bytes.
 
-* ``seed_pair`` turns an integer seed into the ``[2]`` int32 pair that
-  TensorFlow's stateless random ops take;
-* ``fingerprint`` identifies a program by its *code* and its data by their
-  *content*, for caches of compiled functions and for checkpoints that must
-  refuse another model or other data;
-* ``check_model_kwargs`` tells a misspelt setting from a model keyword;
+``fingerprint`` keys the caches of compiled functions and the checkpoints
+that must refuse another model or other data: an edited model or DataFrame
+never gets old results.
 """
 
 import builtins
 import collections
 import datetime
 import decimal
-import difflib
 import dis
 import enum
 import fractions
@@ -24,40 +20,13 @@ import site
 import sys
 import sysconfig
 import types
-import warnings
 
 import numpy as np
 import tensorflow as tf
 
 from edward_lite import tracing
 
-__all__ = ["seed_pair", "stream", "STREAMS", "fingerprint", "Fingerprint", "check_model_kwargs",
-           "check_integer"]
-
-
-def seed_pair(seed):
-  """Integer seed -> ``[low, high]`` with both parts in ``[0, 2**31 - 1)``."""
-  return [seed % (2**31 - 1), (seed // (2**31 - 1)) % (2**31 - 1)]
-
-
-# Named streams: ``stream(seed, name)`` is ``fold_in(seed, STREAMS[name])``,
-# so the random numbers of one purpose never repeat another's.  (MCMC
-# transitions fold in their iteration, initial draws ``-1 - attempt``, chain
-# groups their block; those are indices, not streams.)
-STREAMS = dict(
-    vi_minibatches=0x5EED,    # VI data subsampling, then folded with the epoch
-    vi_start_points=11,       # VI's uniform initial points
-    vi_prior_start=7,         # VI's init="prior": a median of prior draws
-    vi_weighted_draws=0x51,   # a fit's draws with importance weights
-    vi_draws=0x52)            # a fit's draws
-
-
-def stream(seed, name):
-  """The stateless seed of the named stream (``STREAMS``) of ``seed`` (int32[2])."""
-  return tf.random.experimental.stateless_fold_in(seed, STREAMS[name])
-
-
-# -- identity by content --------------------------------------------------------
+__all__ = ["fingerprint", "Fingerprint", "model_name"]
 
 
 class Fingerprint(collections.namedtuple("Fingerprint", ["name", "code", "data", "unknown"])):
@@ -452,7 +421,8 @@ def _digest(items):
   return hasher.hash.hexdigest(), None
 
 
-def _model_name(model):
+def model_name(model):
+  """The qualified name of a program (or of the function a partial wraps)."""
   name = getattr(model, "__qualname__", None) or getattr(
       getattr(model, "func", None), "__qualname__", None)
   return name or type(model).__qualname__
@@ -473,7 +443,7 @@ def fingerprint(model, args, kwargs, observed):
     A ``Fingerprint``; a digest is None (and ``unknown`` names the value)
     when something is neither data nor code, e.g. an arbitrary object.
   """
-  name = _model_name(model)
+  name = model_name(model)
   # Tracers active around the call (``with ed.do(...)``) change the program.
   active = tuple(getattr(tracing, "_STACK").stack[1:])
   code, code_unknown = _digest([(f"model '{name}'", model)] +
@@ -491,106 +461,3 @@ def fingerprint(model, args, kwargs, observed):
   if unknown:
     unknown = f"{unknown} cannot be identified by content"
   return Fingerprint(name, code, data, unknown)
-
-
-# -- settings and model keywords --------------------------------------------------
-
-
-def _edits(a, b):
-  """Optimal-string-alignment distance (a transposition counts as one edit)."""
-  d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
-  for i in range(1, len(a) + 1):
-    for j in range(1, len(b) + 1):
-      d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
-      if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
-        d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
-  return d[-1][-1]
-
-
-def _keyword_parameters(fn):
-  return [p.name for p in inspect.signature(fn).parameters.values()
-          if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-
-
-def check_model_kwargs(model, kwargs, settings, where):
-  """Checks the keywords that an inference call passes on to ``model``.
-
-  Args:
-    model: the program.
-    kwargs: the keywords that are not settings of the call.
-    settings: the call's setting names, or the function whose keyword
-      parameters they are.
-    where: the call's name for messages (``"ed.mcmc.sample"``).
-
-  Raises:
-    TypeError: a keyword is not a parameter of ``model`` (which takes no
-      ``**kwargs``), naming it and the closest setting.
-
-  Warns:
-    UserWarning: ``model`` takes ``**kwargs`` and a keyword is one edit (two
-      for longer names) from a setting name.
-  """
-  if not kwargs:
-    return
-  if callable(settings):
-    settings = _keyword_parameters(settings)
-  settings = [s for s in settings if s != "model"]
-  try:
-    params = inspect.signature(model).parameters.values()
-  except (TypeError, ValueError):
-    return  # no signature to check against
-  var_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
-  accepted = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-  name = _model_name(model)
-  for key in kwargs:
-    if key in accepted:
-      continue
-    near = [s for s in settings if _edits(key, s) <= (1 if min(len(key), len(s)) <= 4 else 2)]
-    if not var_keyword:
-      close = near or difflib.get_close_matches(key, settings, n=1)
-      hint = f"; did you mean {close[0]}=?" if close else ""
-      raise TypeError(
-          f"{where}() got an unexpected keyword argument '{key}': it is neither a setting of "
-          f"{where} nor a parameter of the model '{name}' (its parameters: "
-          f"{sorted(accepted) or 'none'}){hint}")
-    if near:
-      warnings.warn(
-          f"Keyword '{key}' goes to the model '{name}' (it takes **kwargs), but it is close to "
-          f"the setting {near[0]}= of {where}; did you mean {near[0]}=?", UserWarning,
-          stacklevel=3)
-
-
-# -- progress and checks ----------------------------------------------------------
-
-
-def check_integer(name, value, low):
-  """``int(value)`` if it is an integer >= ``low``; else a ValueError naming it."""
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-    raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
-  return int(value)
-
-
-def check_positive(name, value, what="a positive number"):
-  """``float(value)`` if it is a finite number > 0; else a ValueError naming it."""
-  if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-      or not np.isfinite(value) or value <= 0:
-    raise ValueError(f"{name} must be {what}; got {value!r}.")
-  return float(value)
-
-
-def check_call_settings(**settings):
-  """TypeErrors naming the setting, before any work, for the settings of an
-  inference call that are used only later (after a compiled chunk):
-  ``observed`` (a dict or None), ``callback`` (callable or None) and boolean
-  flags (``keep_draws``, ``stl``, ...: True or False)."""
-  for name, value in settings.items():
-    if name == "observed":
-      if value is not None and not isinstance(value, collections.abc.Mapping):
-        raise TypeError("observed= must be a dict from random-variable name to value; got "
-                        f"{type(value).__name__}.")
-    elif name == "callback":
-      if value is not None and not callable(value):
-        raise TypeError(f"callback must be a function callback(info) or None; got "
-                        f"{type(value).__name__} {value!r}.")
-    elif not isinstance(value, (bool, np.bool_)):
-      raise TypeError(f"{name} must be True or False; got {value!r}.")

@@ -1,0 +1,33 @@
+"""Seeds: integer seeds as stateless pairs, and named streams.
+
+``seed_pair`` turns an integer seed into the ``[2]`` int32 pair that
+TensorFlow's stateless random ops take; ``stream(seed, name)`` derives the
+seed of one purpose (``STREAMS``) so its random numbers never repeat
+another's.
+"""
+
+import tensorflow as tf
+
+__all__ = ["seed_pair", "stream", "STREAMS"]
+
+
+def seed_pair(seed):
+  """Integer seed -> ``[low, high]`` with both parts in ``[0, 2**31 - 1)``."""
+  return [seed % (2**31 - 1), (seed // (2**31 - 1)) % (2**31 - 1)]
+
+
+# Named streams: ``stream(seed, name)`` is ``fold_in(seed, STREAMS[name])``,
+# so the random numbers of one purpose never repeat another's.  (MCMC
+# transitions fold in their iteration, initial draws ``-1 - attempt``, chain
+# groups their block; those are indices, not streams.)
+STREAMS = dict(
+    vi_minibatches=0x5EED,    # VI data subsampling, then folded with the epoch
+    vi_start_points=11,       # VI's uniform initial points
+    vi_prior_start=7,         # VI's init="prior": a median of prior draws
+    vi_weighted_draws=0x51,   # a fit's draws with importance weights
+    vi_draws=0x52)            # a fit's draws
+
+
+def stream(seed, name):
+  """The stateless seed of the named stream (``STREAMS``) of ``seed`` (int32[2])."""
+  return tf.random.experimental.stateless_fold_in(seed, STREAMS[name])
