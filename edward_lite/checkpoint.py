@@ -32,210 +32,26 @@ from ``state.npz`` continues exactly as the uninterrupted run would.
 """
 
 import contextvars
-import datetime
 import functools
 import json
 import os
 import re
-import socket
-import tempfile
-import weakref
 
 import numpy as np
 
+from edward_lite.checkpoint_files import (CheckpointCorruptError, CheckpointLockedError,
+                                          CheckpointMismatchError, DirectoryLock, atomic_write)
 from edward_lite.version import __version__
-
-try:
-  import fcntl  # pylint: disable=g-import-not-at-top
-except ImportError:  # Windows: an O_EXCL lock file instead
-  fcntl = None
 
 __all__ = ["Checkpointer", "CheckpointMismatchError", "CheckpointCorruptError",
            "CheckpointLockedError", "closes_checkpoints"]
 
 FORMAT = 2  # of meta.json; 1 had no "format" key and named the model only
-META, STATE, LOCK = "meta.json", "state.npz", "lock"
+META, STATE = "meta.json", "state.npz"
 _CHUNK = re.compile(r"chunk_(\d{12})\.npz")
 # Files a killed write leaves: "<name>.<random>.tmp" (and "tmp<random>.tmp.npz"
 # from before checkpoint format 2).
 _TEMPORARY = re.compile(r"(meta\.json|state\.npz|chunk_\d{12}\.npz)\..+\.tmp|tmp.+\.tmp\.npz")
-
-
-class CheckpointMismatchError(ValueError):
-  """The checkpoint was written by a different model or with other settings,
-  or this run cannot be identified by content, so a checkpoint could not be
-  checked against it."""
-
-
-class CheckpointCorruptError(ValueError):
-  """A checkpoint file is corrupt, truncated, empty or not one of ours."""
-
-
-class CheckpointLockedError(RuntimeError):
-  """Another run holds the checkpoint directory."""
-
-
-
-
-def _fsync_directory(directory):
-  try:
-    fd = os.open(directory, os.O_RDONLY)
-  except OSError:
-    return  # not supported here (Windows)
-  try:
-    os.fsync(fd)
-  except OSError:
-    pass
-  finally:
-    os.close(fd)
-
-
-def _atomic_write(path, write):
-  """Calls ``write(file)`` on a temporary file next to ``path``, flushes it to
-  disk and renames it to ``path``: readers see the old file or the new one.
-  On failure (a full disk, ...) the temporary is removed and an OSError naming
-  ``path`` is raised."""
-  directory, name = os.path.split(path)
-  try:
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=name + ".", suffix=".tmp")
-  except OSError as e:
-    raise OSError(e.errno, f"Could not write the checkpoint file {path}: "
-                  f"{e.strerror or e}") from e
-  try:
-    with os.fdopen(fd, "wb") as f:
-      write(f)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(tmp, path)
-  except BaseException as e:
-    try:
-      os.remove(tmp)
-    except OSError:
-      pass
-    if isinstance(e, OSError):
-      raise OSError(e.errno, f"Could not write the checkpoint file {path}: "
-                    f"{e.strerror or e}") from e
-    raise
-  _fsync_directory(directory)
-
-
-def _pid_alive(pid):
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except (PermissionError, OSError):
-    return True  # exists, owned by someone else
-  return True
-
-
-class _DirectoryLock:
-  """An exclusive lock on ``directory/lock`` for one run.
-
-  With ``fcntl`` it is a ``flock`` on the open file, which the kernel drops
-  when the process dies; the file records the holder for messages.  A lock
-  still held while its recorded holder is dead on this host (a descriptor
-  inherited by a forked child) is stale and taken over, as is, without
-  ``fcntl``, a lock file whose holder is dead.
-  """
-
-  def __init__(self, directory):
-    self.directory = directory
-    self.path = os.path.join(directory, LOCK)
-    self.fd = None
-    self.host = socket.gethostname()
-    for _ in range(10):
-      if self._try_acquire():
-        break
-    else:
-      raise CheckpointLockedError(
-          f"Could not lock the checkpoint directory {directory}: its lock file kept "
-          "changing; is another run starting on it?")
-    self._finalizer = weakref.finalize(self, os.close, self.fd)
-    record = json.dumps({"pid": os.getpid(), "host": self.host,
-                         "started": datetime.datetime.now().isoformat(timespec="seconds")})
-    try:
-      os.ftruncate(self.fd, 0)
-      os.pwrite(self.fd, record.encode(), 0)
-      os.fsync(self.fd)
-    except OSError:
-      pass  # the record only names the holder in messages; the lock holds without it
-
-  def _holder(self):
-    try:
-      with open(self.path, encoding="utf-8") as f:
-        holder = json.load(f)
-      return holder if isinstance(holder, dict) else {}
-    except (OSError, ValueError):
-      return {}
-
-  def _stale(self, holder):
-    pid = holder.get("pid")
-    return (holder.get("host") == self.host and isinstance(pid, int) and pid != os.getpid()
-            and not _pid_alive(pid))
-
-  def _refuse(self, holder):
-    who = (f"pid {holder['pid']} on {holder.get('host', 'an unknown host')}, since "
-           f"{holder.get('started', 'an unknown time')}" if "pid" in holder
-           else "a process that has not yet recorded its pid")
-    raise CheckpointLockedError(
-        f"The checkpoint directory {self.directory} is in use by another run ({who}); "
-        "wait for it to finish, or use another checkpoint_dir.")
-
-  def _try_acquire(self):
-    """True when the lock is ours; False to try again; raises if held."""
-    if fcntl is None:
-      try:
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        return True
-      except FileExistsError:
-        holder = self._holder()
-        if not self._stale(holder):
-          self._refuse(holder)
-        os.remove(self.path)
-        return False
-    try:
-      fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-    except IsADirectoryError as e:
-      raise CheckpointCorruptError(
-          f"The checkpoint lock {self.path} is a directory, not a lock file; delete it (or "
-          f"the whole directory {self.directory}) to start this run afresh.") from e
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-      os.close(fd)
-      holder = self._holder()
-      if not self._stale(holder):
-        self._refuse(holder)
-      try:
-        os.remove(self.path)  # a dead holder's: the next file is a fresh lock
-      except FileNotFoundError:
-        pass
-      return False
-    except BaseException:
-      os.close(fd)
-      raise
-    # The holder may have removed the file between our open and flock.
-    try:
-      same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
-    except FileNotFoundError:
-      same = False
-    if not same:
-      os.close(fd)
-      return False
-    self.fd = fd
-    return True
-
-  def release(self):
-    if self.fd is None:
-      return
-    try:
-      if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
-        os.remove(self.path)
-    except OSError:
-      pass
-    self._finalizer()  # closes the descriptor, which releases the flock
-    self.fd = None
 
 
 # Checkpointers opened inside the current ``closes_checkpoints`` call.
@@ -295,7 +111,7 @@ class Checkpointer:
                  "data": fingerprint.data,
                  "settings": json.loads(json.dumps(settings, default=str))}
     self._make_directory()
-    self._lock = _DirectoryLock(self.directory)
+    self._lock = DirectoryLock(self.directory)
     try:
       self._remove_temporaries()
       self._check_or_write_meta()
@@ -373,7 +189,7 @@ class Checkpointer:
       raise self._corrupt(
           sorted(stray)[0], f"is there without {META}, so it cannot be checked against this run")
     data = json.dumps(self.meta, indent=1, sort_keys=True).encode()
-    _atomic_write(self._path(META), lambda f: f.write(data))
+    atomic_write(self._path(META), lambda f: f.write(data))
 
   def _compare(self, saved):
     mine = self.meta
@@ -494,12 +310,12 @@ class Checkpointer:
     """Writes the arrays of the chunk that ended at ``step`` and then the
     state with its scalars (``record``, an ``engine.ChunkRecord``)."""
     chunk = {key: np.asarray(value) for key, value in record.arrays.items()}
-    _atomic_write(self._path(f"chunk_{step:012d}.npz"), lambda f: np.savez(f, **chunk))
+    atomic_write(self._path(f"chunk_{step:012d}.npz"), lambda f: np.savez(f, **chunk))
     scalars = json.dumps(record.scalars, sort_keys=True).encode("utf-8")
     arrays = {f"s{i}": np.asarray(a) for i, a in enumerate(record.state)}
     arrays.update(step=np.asarray(step), n_state=np.asarray(len(record.state)),
                   scalars=np.frombuffer(scalars, np.uint8))
-    _atomic_write(self._path(STATE), lambda f: np.savez(f, **arrays))
+    atomic_write(self._path(STATE), lambda f: np.savez(f, **arrays))
 
   # -- closing ------------------------------------------------------------------
 
