@@ -112,7 +112,8 @@ def run_chunk(target, kernel, state, inputs, capacity):
   def body(i, kstate, dual_avg, metric, kadapt, acc, buffers, totals, transition):
     """One transition and its bookkeeping.  A chunk is all warmup or all
     sampling; the flags select (``tf.where``: a ``tf.cond`` per
-    transition costs more than this elementwise work)."""
+    transition costs more than elementwise work), except around the step
+    size's update, which sorts the chains."""
     step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
     new_kstate, z, info = transition(i, kstate, step_size, kadapt)
     totals = dict(
@@ -121,8 +122,12 @@ def run_chunk(target, kernel, state, inputs, capacity):
         accept_prob=totals["accept_prob"] + info.accept_prob,
         max_depth=tf.maximum(totals["max_depth"], info.tree_depth))
     u = to_u(z, scale)
-    dual_avg = _select(adapt_step, adaptation.step_size_update(
-        dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power), dual_avg)
+    # After warmup a tf.cond skips the step size's update: it sorts the
+    # chains (the bulk's median), which costs more than a cheap density's
+    # whole transition at 1000 chains (RESULTS section 21).
+    dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
+        dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power),
+                       lambda: dual_avg)
     kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                      start + i), kadapt)
     metric = _select(collect, adaptation.welford_update(metric, u), metric)
