@@ -13,7 +13,8 @@ Three kinds of check, in this order:
 
 1. Discrete distributions, by class: integers (also float-typed counts such
    as ``Poisson``'s), signs, ranges (``Bernoulli`` 0/1, ``Categorical``
-   labels below its number of classes, ``Binomial`` counts up to
+   labels below its number of classes, ``OrderedLogistic`` categories up
+   to its number of cutpoints, ``Binomial`` counts up to
    ``total_count``), one-hot vectors, ``Multinomial`` counts summing to
    ``total_count``.  ``Independent``, ``Sample``, ``BatchReshape`` and
    ``BatchBroadcast`` wrappers are looked through.
@@ -63,8 +64,9 @@ _NONNEGATIVE_COUNTS = (tfd.Poisson, tfd.NegativeBinomial, tfd.Geometric)
 _BOUNDED_COUNTS = (tfd.Binomial, tfd.BetaBinomial)
 _COUNT_VECTORS = (tfd.Multinomial, tfd.DirichletMultinomial)
 _WRAPPERS = (tfd.Independent, tfd.Sample, tfd.BatchReshape, tfd.BatchBroadcast)
+_ORDINAL = (tfd.OrderedLogistic, tfd.StoppingRatioLogistic)  # categories 0..K, K cutpoints
 _DISCRETE = (tfd.Bernoulli, tfd.Categorical, tfd.OneHotCategorical, tfd.Zipf, tfd.Skellam) + (
-    _NONNEGATIVE_COUNTS + _BOUNDED_COUNTS + _COUNT_VECTORS)
+    _NONNEGATIVE_COUNTS + _BOUNDED_COUNTS + _COUNT_VECTORS + _ORDINAL)
 
 
 def check_observed_support(name, distribution, value, random=None):
@@ -208,6 +210,16 @@ def _discrete_failure(dist, array, random, aligned):
         return "non-negative integer labels", bad, 0
       return (f"integer labels from 0 to {classes - 1} (it has {classes} classes)",
               bad | (array >= classes), 0)
+    if isinstance(dist, _ORDINAL):
+      bad = _not_integer(array) | (array < 0)
+      try:  # the cutpoints' number is static even where their values are latent
+        cuts = tf.compat.dimension_value(tf.TensorShape(dist.cutpoints.shape)[-1])
+      except (ValueError, IndexError):
+        cuts = None
+      if cuts is None:
+        return "non-negative integer categories", bad, 0
+      return (f"integer categories from 0 to {cuts} (it has {cuts} cutpoints)",
+              bad | (array > cuts), 0)
     if isinstance(dist, tfd.OneHotCategorical):
       if array.ndim == 0:
         return None

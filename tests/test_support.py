@@ -229,6 +229,10 @@ CASES = {
     "log_prob_mixture_of_gammas": (
         tfd.MixtureSameFamily(tfd.Categorical(logits=[0., 0.]), tfd.Gamma([2., 1.], 1.)),
         [5., -1.], r"values of non-zero probability \(log_prob is -inf or NaN\)"),
+    "ordered_logistic_above": (tfd.OrderedLogistic(cutpoints=[-1., 0., 1.], loc=0.), [3, 4],
+                               r"integer categories from 0 to 3 \(it has 3 cutpoints\)"),
+    "stopping_ratio_negative": (tfd.StoppingRatioLogistic(cutpoints=[-1., 1.], loc=0.), [0, -1],
+                                r"integer categories from 0 to 2"),
     "log_prob_finite_discrete": (tfd.FiniteDiscrete([1., 2., 4.], probs=[.2, .3, .5]), [1., 3.],
                                  "values of non-zero probability"),
 }
@@ -262,7 +266,23 @@ VALID = {
     "mixture_of_normals": (tfd.MixtureSameFamily(tfd.Categorical(logits=[0., 0.]),
                                                  tfd.Normal([0., 1.], 1.)), [50., -100.]),
     "poisson_float_integers": (tfd.Poisson(3.), [0., 1., 17.]),
+    "ordered_logistic": (tfd.OrderedLogistic(cutpoints=[-1., 0., 1.], loc=0.), [0, 3, 2]),
 }
+
+
+def test_ordinal_category_checked_when_the_cutpoints_are_latent():
+  """The number of categories is the cutpoints' static length, known before
+  any of their values is: a rating of 5 on a 0-4 scale is named at once."""
+  def ordinal():
+    c0 = ed.Normal(-1., 1., name="c0")
+    gaps = ed.HalfNormal(1., sample_shape=3, name="gaps")
+    cut = tf.concat([c0[None], c0 + tf.cumsum(gaps)], 0)
+    return ed.OrderedLogistic(cutpoints=cut, loc=0., sample_shape=3, name="rating")
+  ed.make_target(ordinal, observed={"rating": np.array([0, 4, 2])})
+  with pytest.raises(ValueError, match=outside("rating", "OrderedLogistic",
+                                               "integer categories from 0 to 4") +
+                     r".*the first at index \[1\] is 5"):
+    ed.make_target(ordinal, observed={"rating": np.array([0, 5, 2])})
 
 
 @pytest.mark.parametrize("case", sorted(VALID))
