@@ -44,12 +44,18 @@ RESULTS section 1.)
 ``log_density`` attaches these per-chain gradients to a ``[C]`` value with
 ``tf.custom_gradient``: it is how every target (``Target``, each replica of
 a ``ShardedTarget``) exposes a differentiable log density.
+
+Parameters read by every example.  ``summed_parameter_gradient`` gives
+``sum_i d f(x_i) / d theta`` for ``tf.Variable``s ``theta`` that all examples
+read (a variational program's weights), each term taken inside the
+vectorized program as above: the gradient of the vectorized program would
+again recompile under XLA for every chunk.
 """
 
 import tensorflow as tf
 
 __all__ = ["value_and_gradient", "vectorized_value_and_gradient", "batched_value_and_gradient",
-           "log_density", "ROW_FORM_MAX_CHAINS"]
+           "log_density", "summed_parameter_gradient", "ROW_FORM_MAX_CHAINS"]
 
 ROW_FORM_MAX_CHAINS = 8
 
@@ -132,6 +138,25 @@ def log_density(fn, state, loops=False):
     return lp, grad_fn
 
   return value(*[state[n] for n in names])
+
+
+def summed_parameter_gradient(fn, examples, variables):
+  """``sum_i d fn(examples_i) / d variables``, one term per example.
+
+  Args:
+    fn: one example (a nest of Tensors) -> scalar Tensor.
+    examples: a nest of ``[n, ...]`` Tensors.
+    variables: the ``tf.Variable``s every example reads.
+
+  Returns:
+    A list aligned with ``variables``; zero where ``fn`` does not read one.
+  """
+  def one(example):
+    with tf.GradientTape() as tape:
+      value = fn(example)
+    return tape.gradient(value, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+  return [tf.reduce_sum(g, axis=0) for g in tf.vectorized_map(one, examples)]
 
 
 def value_and_gradient(fn, state, rows=False):

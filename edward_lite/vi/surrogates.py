@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite import per_chain_gradient
 from edward_lite.random_variable import DeferredValue
 from edward_lite.tracing import trace
 from edward_lite.vi.families import Family
@@ -201,25 +202,20 @@ class ProgramSurrogate:
     seeds = tf.random.experimental.stateless_split(seed, n)
     names = list(self.latents)
 
-    # The gradient is taken per draw inside the vectorized program (a
-    # vector-Jacobian product per draw, summed), as the target's: XLA would
-    # recompile the gradient of the vectorized program for every chunk.
+    # The parameters' gradient is a vector-Jacobian product per draw.
     @tf.custom_gradient
     def draws(seeds):
       values, log_q = tf.vectorized_map(self._draw_one, seeds)
 
       def grad_fn(*upstream, variables=None):
-        def one(args):
-          one_seed, cotangents = args
-          with tf.GradientTape() as tape:
-            x, lq = self._draw_one(one_seed)
-            total = cotangents[-1] * lq + tf.add_n(
-                [tf.reduce_sum(c * x[k]) for k, c in zip(names, cotangents[:-1])])
-          return tape.gradient(total, variables,
-                               unconnected_gradients=tf.UnconnectedGradients.ZERO)
+        def inner_product(example):
+          one_seed, cotangents = example
+          x, lq = self._draw_one(one_seed)
+          return cotangents[-1] * lq + tf.add_n(
+              [tf.reduce_sum(c * x[k]) for k, c in zip(names, cotangents[:-1])])
 
-        per_draw = tf.vectorized_map(one, (seeds, upstream))
-        return None, [tf.reduce_sum(g, axis=0) for g in per_draw]
+        return None, per_chain_gradient.summed_parameter_gradient(
+            inner_product, (seeds, upstream), variables)
 
       return tuple(values[k] for k in names) + (log_q,), grad_fn
 
