@@ -10,7 +10,9 @@ chain and redraws non-finite ones, VI one location.
 import hashlib
 
 import numpy as np
+import tensorflow as tf
 
+from edward_lite.interpreter import Mode
 from edward_lite.support import support_text
 
 __all__ = ["parse_init", "describe_init", "latent_of_column"]
@@ -86,27 +88,51 @@ def _from_values(target, init, chains, dtype):
     except ValueError as e:
       raise ValueError(f"init value for '{name}' has shape {value.shape}; expected "
                        f"{info.shape.as_list()} or [{chains}] + that.") from e
-  unconstrained = target.unconstrain(values)
-  bad = [n for n, v in unconstrained.items() if not np.all(np.isfinite(v))]
+  # A value outside the support maps to a non-finite point, or (a simplex
+  # not summing to 1, a matrix with the wrong diagonal) to a finite one
+  # whose image is another value: the round trip finds both.
+  def round_trip(x):
+    u = target.run(x, Mode.CONSTRAINED).unconstrained
+    # New tensors: TFP's bijectors cache inverse/forward pairs by tensor.
+    return u, target.run({n: tf.identity(v) for n, v in u.items()}).constrained
+
+  unconstrained, back = tf.vectorized_map(
+      round_trip, target.layout.as_dict(values, constrained=True))
+  rtol = 1e-3 if dtype == np.float32 else 1e-7
+  outside = {}
+  for name, value in values.items():
+    u, x = np.asarray(unconstrained[name]), np.asarray(back[name])
+    if _elementwise(target.latents[name]):
+      infinite = ~np.isfinite(u)
+    else:  # a vector or matrix per chain: all of a chain's entries
+      infinite = ~np.isfinite(u.reshape(chains, -1)).all(axis=1)
+      infinite = infinite.reshape((chains,) + (1,) * (value.ndim - 1))
+    outside[name] = infinite | ~np.isclose(x, value, rtol=rtol, atol=rtol * 1e-3)
+  bad = [n for n in target.names if outside[n].any()]
   if bad:
     raise ValueError(f"init values for {bad} are outside the support of their distributions "
                      f"(a start must lie strictly inside it): "
-                     f"{_outside(target.latents[bad[0]], values[bad[0]], unconstrained[bad[0]])}.")
+                     f"{_outside(target.latents[bad[0]], values[bad[0]], outside[bad[0]])}.")
   return target.flatten(unconstrained).numpy()
 
 
-def _outside(info, value, u):
-  """Words for a latent whose constrained ``value`` ``[C, ...]`` has a
-  non-finite unconstrained image ``u``: the first value outside its support,
-  and the support expected."""
-  value, u = np.asarray(value), np.asarray(u)
+def _outside(info, value, outside):
+  """Words for a latent whose constrained ``value`` ``[C, ...]`` is outside
+  its support where ``outside`` (same shape) is true: the first such value
+  (a whole vector or matrix for a simplex or a matrix), and the support
+  expected."""
   expects = f"its {info.distribution} distribution expects {support_text(info.bijector)}"
-  if u.shape == value.shape:  # elementwise: the first value outside
-    return f"'{info.name}' is {value[~np.isfinite(u)][0]:g} where {expects}"
-  chain = int(np.argwhere(~np.isfinite(u))[0][0])  # a simplex, a matrix: the first chain's
+  if _elementwise(info):  # the first value outside
+    return f"'{info.name}' is {value[outside][0]:g} where {expects}"
+  chain = int(np.argwhere(outside)[0][0])  # a simplex, a matrix: the first chain's
   shown = " ".join(np.array2string(value[chain], threshold=8, precision=4, separator=", ",
                                    max_line_width=10**6).split())
   return f"'{info.name}' is {shown} where {expects}"
+
+
+def _elementwise(info):
+  """Whether the latent's bijector maps each entry on its own."""
+  return info.bijector.forward_min_event_ndims == 0
 
 
 def describe_init(init):

@@ -323,8 +323,14 @@ def _scalar_text(param):
 
 def support_text(bijector):
   """Words for the support a default event-space bijector maps onto."""
+  if isinstance(bijector, tfb.FillScaleTriL):
+    return "lower-triangular matrices with a positive diagonal (Cholesky factors)"
   parts = list(bijector.bijectors) if isinstance(bijector, tfb.Chain) else [bijector]
   kinds = {type(b) for b in parts}
+  if tfb.Ascending in kinds:
+    return "increasing vectors (each entry above the one before it)"
+  if kinds == {tfb.Cumsum, tfb.Exp}:
+    return "positive increasing vectors (each entry above the one before it)"
   if tfb.CholeskyOuterProduct in kinds:
     if tfb.CorrelationCholesky in kinds:
       return "correlation matrices (symmetric positive-definite with unit diagonal)"

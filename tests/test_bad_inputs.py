@@ -105,6 +105,16 @@ def positive_model():
   return ed.Normal(tf.zeros(3), s, name="y")
 
 
+def correlation_model():
+  chol = ed.CholeskyLKJ(3, 2., name="L")
+  return ed.MultivariateNormalTriL(tf.zeros(3), chol, name="y")
+
+
+def ordered_model():
+  cut = ed.Flat(support="ordered", shape=3, name="c")
+  return ed.Normal(cut, 1., name="y")
+
+
 def flat_model():
   m = ed.Flat(name="m")
   return ed.Normal(m * tf.ones(3), 1., name="y")
@@ -420,6 +430,18 @@ CASES = [
                           init={"p": [0.5, 0.7, -0.2]}), ValueError,
          r"'p' is \[ ?0\.5, 0\.7, -0\.2\] where its Dirichlet distribution expects "
          r"vectors on the probability simplex"),
+    # Finite images of values outside the support: the round trip finds them.
+    case("sample-init-simplex-not-summing-to-one",
+         lambda t: sample(simplex_model, observed={"y": np.array([0, 1, 2, 1], np.int32)},
+                          init={"p": [0.3, 0.3, 0.3]}), ValueError,
+         r"'p' is \[ ?0\.3, 0\.3, 0\.3\] where its Dirichlet distribution expects "
+         r"vectors on the probability simplex"),
+    case("fit-init-not-a-correlation-cholesky-factor",
+         lambda t: fit(correlation_model, init={"L": 2 * np.eye(3)}), ValueError,
+         r"'L' is \[\[2\., 0\., 0\.\].*CholeskyLKJ distribution expects Cholesky factors "
+         r"of correlation matrices"),
+    case("sample-init-not-increasing", lambda t: sample(ordered_model, init={"c": [0., -1., 2.]}),
+         ValueError, r"'c' is \[ ?0\., -1\., ?2\.\] where .* expects increasing vectors"),
     case("sample-init-value-string", lambda t: sample(init={"mu": "zero"}), ValueError,
          r"init value for 'mu' is not a number.*'zero'"),
     case("sample-init-array-wrong-shape", lambda t: sample(init=np.zeros([3, 1])), ValueError,
@@ -693,3 +715,17 @@ def test_numpy_float64_draws_predict_with_a_float32_model():
   # raw TensorFlow dtype error; they now run in float32, as make_target's data.
   out = ed.predictive(normal_model, {"mu": np.zeros(4)})
   assert out["y"].shape == (4, 3) and out["y"].dtype == np.float32
+
+
+def test_init_inside_the_support_starts_where_given():
+  # The round trip that refuses the cases above keeps a valid start: a
+  # simplex p maps to SoftmaxCentered's inverse log(p[:-1] / p[-1]), and a
+  # valid correlation Cholesky factor is accepted as it is.
+  from edward_lite.initialization import parse_init  # pylint: disable=g-import-not-at-top
+  target = ed.make_target(simplex_model, observed={"y": np.array([0, 1, 2, 1], np.int32)})
+  p = np.array([0.2, 0.3, 0.5], np.float32)
+  np.testing.assert_allclose(parse_init(target, {"p": p}, chains=2),
+                             np.log(p[:2] / p[2])[None].repeat(2, 0), rtol=1e-5)
+  chol = np.linalg.cholesky(np.array([[1., .3, .1], [.3, 1., .2], [.1, .2, 1.]], np.float32))
+  target = ed.make_target(correlation_model, observed=OBS)
+  assert parse_init(target, {"L": chol}, chains=1).shape == (1, 3)

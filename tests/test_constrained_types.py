@@ -194,12 +194,12 @@ def test_prior_sampling_is_refused_naming_the_variable():
 @pytest.mark.parametrize("support, value, expected", [
     ("simplex", [0.5, 0.6, 0.1], "simplex"),
     ("simplex", [1.2, -0.2, 0.], "simplex"),
-    ("ordered", [0., 2., 1.], "ascending"),
-    ("positive_ordered", [-1., 2., 3.], ""),
+    ("ordered", [0., 2., 1.], "increasing vectors"),
+    ("positive_ordered", [-1., 2., 3.], "positive increasing vectors"),
     ("cholesky_factor_corr", [[1., 0.], [0.6, 0.6]], ""),
     ("corr_matrix", [[2., 0.5], [0.5, 1.]], "correlation matrices"),
     ("corr_matrix", [[1., 0.5], [0.3, 1.]], "correlation matrices"),
-    ("cholesky_factor_cov", [[1., 0.5], [0.3, 1.]], ""),
+    ("cholesky_factor_cov", [[1., 0.5], [0.3, 1.]], "lower-triangular matrices"),
     ("cov_matrix", [[1., 2.], [2., 1.]], "positive-definite"),
 ])
 def test_an_observed_value_off_the_support_is_refused_naming_the_variable(support, value,
