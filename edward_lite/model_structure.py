@@ -194,7 +194,11 @@ def _trace(program, data, float_dtype):
         raise ValueError(
             f"{where}{_program_site(e.__traceback__)}: "
             f"{_OP_PREFIX.sub('', _first_line(e))}; its arguments: "
-            f"{_describe_arguments(program, data)}.") from e
+            f"{_describe_arguments(program, data)}{_strings_hint(program, data)}.") from e
+      hint = _strings_hint(program, data)
+      if hint and not is_dtype_conflict(e):
+        raise TypeError(f"{where}{_program_site(e.__traceback__)}: {_first_line(e)}; its "
+                        f"arguments: {_describe_arguments(program, data)}{hint}.") from e
       if _first_line(e).startswith("Tensor conversion requested dtype") and not (
           is_dtype_conflict(e)):
         # tf.convert_to_tensor(data, dtype=...) on an argument: NumPy and
@@ -215,14 +219,33 @@ def _trace(program, data, float_dtype):
   return found
 
 
+def _named_arguments(program, data):
+  """``[(name, value)]``: the program's arguments, by parameter name where
+  its signature binds them."""
+  try:
+    return list(inspect.signature(program).bind_partial(*data.args,
+                                                        **data.kwargs).arguments.items())
+  except (TypeError, ValueError):
+    return [(f"#{i}", a) for i, a in enumerate(data.args)] + list(data.kwargs.items())
+
+
+def _strings_hint(program, data):
+  """Words for string-valued array arguments (labels a user meant as
+  indices), which no numeric op takes; empty if there are none."""
+  names = [repr(n) for n, v in _named_arguments(program, data)
+           if tf.is_tensor(v) and v.dtype == tf.string
+           or isinstance(v, np.ndarray) and v.dtype.kind in "USO"]
+  if not names:
+    return ""
+  which = f"argument {names[0]} holds" if len(names) == 1 else f"arguments {', '.join(names)} hold"
+  return (f" ({which} strings, which TensorFlow's math and indexing ops do not take: "
+          "convert them to numbers, labels to integer codes (pandas.factorize(column)[0])")
+
+
 def _describe_arguments(program, data):
   """'x: float32 [3, 5], n: 3' -- the program's arguments as given to it."""
-  try:
-    items = inspect.signature(program).bind_partial(*data.args, **data.kwargs).arguments.items()
-  except (TypeError, ValueError):
-    items = [(f"#{i}", a) for i, a in enumerate(data.args)] + list(data.kwargs.items())
   parts = []
-  for name, value in items:
+  for name, value in _named_arguments(program, data):
     if tf.is_tensor(value) or isinstance(value, np.ndarray):
       parts.append(f"{name}: {tf.as_dtype(value.dtype).name} {list(value.shape)}")
     else:

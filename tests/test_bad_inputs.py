@@ -69,6 +69,11 @@ def normal_model():
   return ed.Normal(mu * tf.ones(3), 1., name="y")
 
 
+def grouped_model(group):
+  a = ed.Normal(tf.zeros(2), 1., name="a")
+  return ed.Normal(tf.gather(a, group), 1., name="y")
+
+
 def regression(x):
   w = ed.Normal(tf.zeros(2), 1., name="w")
   return ed.Normal(tf.einsum("nd,d->n", x, w), 1., name="y")
@@ -318,6 +323,14 @@ CASES = [
     case("target-observed-string",
          lambda t: ed.make_target(normal_model, observed={"y": "abc"}), (TypeError, ValueError),
          r"'y'"),
+    case("target-argument-string-labels-as-index",
+         lambda t: ed.make_target(grouped_model, np.array(["a", "b", "a"]), observed=OBS),
+         ValueError, r"its arguments: group: string \[3\] \(argument 'group' holds strings.*"
+                     r"integer codes"),
+    case("target-argument-string-in-arithmetic",
+         lambda t: ed.make_target(lambda x: ed.Normal(x * 2., 1., name="y"),
+                                  np.array(["1", "2", "3"]), observed=OBS), (TypeError, ValueError),
+         r"'x'.*strings"),
     case("target-argument-nan",
          lambda t: ed.make_target(regression, np.array([[np.nan, 0.]] * 3, np.float32),
                                   observed=OBS), ValueError, r"Argument 'x'.*3 non-finite"),
