@@ -176,7 +176,7 @@ def _trace(program, data, float_dtype):
             f"Random variable '{name}' mixes floating dtypes in its parameters "
             f"({_first_line(e)}); the model runs in {float_name}: build the "
             f"Tensors the program makes in that dtype, or pass dtype= to choose "
-            "another.") from e
+            f"another.{_outside_data_hint(program)}") from e
       raise
     if isinstance(rv, RandomVariable):
       found[name] = (rv, fixed)
@@ -215,8 +215,53 @@ def _trace(program, data, float_dtype):
       raise DtypeConflictError(
           f"The program mixes floating dtypes{after} ({_first_line(e)}); the model "
           f"runs in {float_name}: build the Tensors the program makes in that "
-          "dtype, or pass dtype= to choose another.") from e
+          f"dtype, or pass dtype= to choose another.{_outside_data_hint(program)}") from e
   return found
+
+
+def _outside_data_hint(program):
+  """Words for float64 NumPy or pandas data the program reads from a global
+  or a closure, which, unlike its arguments, is not converted to the
+  model's dtype; empty if there is none."""
+  try:  # a hint: it must never hide the error it is added to
+    found = _float64_outside_arguments(program)
+  except Exception:  # pylint: disable=broad-except
+    found = []
+  if not found:
+    return ""
+  return (f" The program reads float64 data from outside its arguments ({found}, a global "
+          "or closure variable), which is not converted as arguments are: pass it as an "
+          "argument, or convert it with .astype(np.float32).")
+
+
+def _float64_outside_arguments(program):
+  """Names of the globals and closure variables the program's code (and the
+  functions defined in it) reads that hold float64 NumPy or pandas data."""
+  fn = inspect.unwrap(program)
+  code = getattr(fn, "__code__", None)
+  if code is None:
+    return []
+  names, codes = set(), [code]
+  while codes:
+    c = codes.pop()
+    names.update(c.co_names)
+    codes.extend(k for k in c.co_consts if inspect.iscode(k))
+  values = {n: fn.__globals__[n] for n in names if n in fn.__globals__}
+  for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+    try:
+      values[name] = cell.cell_contents
+    except ValueError:  # an empty cell
+      pass
+
+  def float64(value):
+    if isinstance(value, (np.ndarray, np.floating)):
+      return value.dtype == np.float64
+    if not type(value).__module__.startswith("pandas"):
+      return False
+    dtypes = value.dtypes  # a DataFrame's: a Series of dtypes; a Series': one
+    return any(d == np.float64 for d in (dtypes if value.ndim > 1 else [dtypes]))
+
+  return sorted(n for n, v in values.items() if float64(v))
 
 
 def _named_arguments(program, data):

@@ -56,6 +56,44 @@ def test_a_dtype_conflict_names_the_variable():
     ed.make_target(model, SIGMA8, observed={"y": Y8}, dtype=tf.int32)
 
 
+COUNTS64 = np.array([2., 4., 3., 7., 6.])  # float64, read by the program below as a global
+
+
+def _global_rate_model():
+  rate = ed.Exponential(0.2, name="rate")
+  ed.Factor(tf.reduce_sum(tf.math.xlogy(COUNTS64, rate) - rate), name="poisson")
+
+
+def test_float64_data_read_from_outside_the_arguments_is_named():
+  # Arguments are converted to the model's dtype; a global or closure is not,
+  # and the dtype error says which one to pass as an argument.
+  with pytest.raises(TypeError, match=r"mixes floating dtypes.*reads float64 data from "
+                                      r"outside its arguments \(\['COUNTS64'\]"):
+    ed.make_target(_global_rate_model)
+  import pandas as pd  # pylint: disable=g-import-not-at-top
+  frame = pd.DataFrame({"n": COUNTS64})
+
+  def closure_model():
+    rate = ed.Exponential(0.2, name="rate")
+    ed.Factor(tf.reduce_sum(tf.math.xlogy(frame["n"].values, rate)), name="poisson")
+  with pytest.raises(TypeError, match=r"outside its arguments \(\['frame'\]"):
+    ed.make_target(closure_model)
+  # The same data as an argument runs, and the dtype error of a program
+  # that reads none from outside has no such sentence.
+  def rate_model(counts):
+    rate = ed.Exponential(0.2, name="rate")
+    ed.Factor(tf.reduce_sum(tf.math.xlogy(counts, rate) - rate), name="poisson")
+  target = ed.make_target(rate_model, COUNTS64)
+  np.testing.assert_allclose(target.log_joint({"rate": np.float32([2.])}),
+                             [np.log(0.2) - 0.4 + COUNTS64.sum() * np.log(2.) - 10.], rtol=1e-5)
+  def model(sigma):
+    mu = ed.Normal(tf.zeros([], tf.float32), 1., name="mu")
+    return ed.Normal(mu, sigma, name="y")
+  with pytest.raises(TypeError) as info:
+    ed.make_target(model, tf.constant(SIGMA8), observed={"y": Y8})
+  assert "outside its arguments" not in str(info.value)
+
+
 # -- loops --------------------------------------------------------------------
 
 def ar_data(n=60, phi=(0.5, -0.3), seed=0):
