@@ -106,6 +106,31 @@ def test_the_bulk_is_the_chains_near_the_median_acceptance_deficit():
   assert bulk.numpy().all()
 
 
+def _values(rng, chains, kind):
+  if kind == 0:  # spread over 60 orders of magnitude
+    return rng.normal(size=chains) * 10.0**rng.integers(-30, 30, chains)
+  if kind == 1:  # many ties
+    return rng.integers(-3, 3, chains).astype(float)
+  return rng.choice([0., -0., np.inf, -np.inf, 1.5, -2.], chains)  # signed zeros, infinities
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+def test_the_median_chain_is_argsorts_without_the_sort(dtype):
+  # bulk_chains' median chain by bisection on the floats' order-preserving
+  # integer keys equals tf.argsort's (ties in index order).  Any number of
+  # chains in one graph; compiled with XLA, as in the chunk, for a few.
+  rng = np.random.default_rng(0)
+  graph = tf.function(adaptation.order_statistic_index, input_signature=[
+      tf.TensorSpec([None], dtype), tf.TensorSpec([], tf.int32)])
+  compiled = tf.function(adaptation.order_statistic_index, jit_compile=True)
+  runs = [(graph, int(rng.integers(1, 400)), t % 3) for t in range(60)]
+  runs += [(compiled, chains, kind) for chains in (1, 1000) for kind in range(3)]
+  for select, chains, kind in runs:
+    x = tf.constant(_values(rng, chains, kind), dtype)
+    for rank in {0, (chains - 1) // 2, chains - 1}:
+      assert int(select(x, tf.constant(rank))) == int(tf.argsort(x)[rank]), (chains, kind, rank)
+
+
 def test_the_shared_bulk_state_is_dual_averaging_on_the_harmonic_mean_acceptance():
   # Five chains whose acceptances stay near each other: with ``share`` every
   # chain holds the state of one dual averaging fed the harmonic mean of

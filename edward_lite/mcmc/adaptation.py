@@ -33,7 +33,7 @@ import tensorflow as tf
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
            "welford_covariance",
-           "pool_flags", "bulk_chains", "step_size_update"]
+           "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update"]
 
 DualAveragingState = collections.namedtuple(
     "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu", "deficit"])
@@ -130,8 +130,49 @@ def bulk_chains(deficit, tolerance=BULK_TOLERANCE):
   far more proposals than the others at the shared step size (typically
   one started where the density is very steep)."""
   d = deficit[:, 0]
-  median_chain = tf.argsort(d)[(tf.shape(d)[0] - 1) // 2]
+  median_chain = order_statistic_index(d, (tf.shape(d)[0] - 1) // 2)
   return (d <= tf.gather(d, median_chain) + tolerance)[:, None], median_chain
+
+
+_SORT_KEY_TYPES = {tf.float32: tf.int32, tf.float64: tf.int64}
+
+
+def order_statistic_index(x, rank):
+  """The index of the element at position ``rank`` of ``x`` ``[C]`` sorted
+  by value, equal values by index: ``tf.argsort(x)[rank]`` (whose ties are
+  in index order) without the sort, which XLA on CPU makes costly at every
+  warmup transition (RESULTS section 22).
+
+  Each float is mapped to an integer key with the same order (its bits, with
+  the magnitude bits of negatives flipped), and the key of the ``rank``-th
+  element is found by bisection over the integers: ``b`` steps (the key's
+  bits) at most of one count ``#{c : key_c <= mid}`` each, so ``O(b C)``.  Among the
+  chains with that key, the one at the remaining rank in index order is
+  taken.  NaN sorts above +inf.
+  """
+  key_type = _SORT_KEY_TYPES.get(x.dtype)
+  if key_type is None:
+    return tf.argsort(x)[rank]
+  x = tf.where(tf.equal(x, 0.), tf.zeros_like(x), x)  # -0.0 ties with 0.0, as in argsort
+  key = tf.bitcast(x, key_type)
+  key = tf.where(key < 0, tf.bitwise.bitwise_xor(key, key_type.max), key)
+  rank = tf.cast(rank, tf.int32)
+
+  def count_at_most(k):
+    return tf.reduce_sum(tf.cast(key <= k, tf.int32))
+
+  def bisect(low, high):  # count_at_most(high) > rank >= count_at_most(low - 1)
+    mid = (tf.bitwise.right_shift(low, 1) + tf.bitwise.right_shift(high, 1) +
+           tf.bitwise.bitwise_and(tf.bitwise.bitwise_and(low, high), 1))  # no overflow
+    above = count_at_most(mid) > rank
+    return tf.where(above, low, mid + 1), tf.where(above, mid, high)
+
+  _, high = tf.while_loop(lambda low, high: low < high, bisect,
+                          (tf.reduce_min(key), tf.reduce_max(key)),
+                          maximum_iterations=key_type.size * 8)
+  within = rank - tf.reduce_sum(tf.cast(key < high, tf.int32))
+  ties = tf.cumsum(tf.cast(tf.equal(key, high), tf.int32))
+  return tf.argmax(tf.cast(ties > within, tf.int32), output_type=tf.int32)
 
 
 def step_size_update(state, accept_prob, target_accept, share, power=ACCEPT_POWER):
