@@ -19,20 +19,17 @@ the variable and, for a failing op, the line of the user's program.
 
 import collections
 import dataclasses
-import inspect
-import linecache
-import os
-import re
 from typing import Any, Dict
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite import terms
 from edward_lite.bijectors import support_bijector
-from edward_lite.control_flow import _LIBRARY_DIRS, check_python_control_flow
+from edward_lite.control_flow import check_python_control_flow
 from edward_lite.model_data import ModelData, call_program, check_finite, prepare_arguments
+from edward_lite.program_errors import (describe_arguments, first_line, is_dtype_conflict,
+                                        outside_data_hint, program_site, strings_hint)
 from edward_lite.random_variable import RandomVariable
 from edward_lite.support import check_observed_support
 from edward_lite.tracing import check_unique_name, trace
@@ -174,9 +171,9 @@ def _trace(program, data, float_dtype):
       if is_dtype_conflict(e):
         raise DtypeConflictError(
             f"Random variable '{name}' mixes floating dtypes in its parameters "
-            f"({_first_line(e)}); the model runs in {float_name}: build the "
+            f"({first_line(e)}); the model runs in {float_name}: build the "
             f"Tensors the program makes in that dtype, or pass dtype= to choose "
-            f"another.{_outside_data_hint(program)}") from e
+            f"another.{outside_data_hint(program)}") from e
       raise
     if isinstance(rv, RandomVariable):
       found[name] = (rv, fixed)
@@ -188,114 +185,32 @@ def _trace(program, data, float_dtype):
     except (TypeError, ValueError, tf.errors.OpError) as e:
       after = f" after random variable '{next(reversed(found))}'" if found else ""
       where = f"The program {getattr(program, '__name__', '')} failed{after}"
-      if isinstance(e, tf.errors.OpError) and not is_dtype_conflict(e):
-        # A TensorFlow op of the program failed (shapes, most often): say
-        # where, and with which arguments, instead of the bare op error.
-        raise ValueError(
-            f"{where}{_program_site(e.__traceback__)}: "
-            f"{_OP_PREFIX.sub('', _first_line(e))}; its arguments: "
-            f"{_describe_arguments(program, data)}{_strings_hint(program, data)}.") from e
-      hint = _strings_hint(program, data)
-      if hint and not is_dtype_conflict(e):
-        raise TypeError(f"{where}{_program_site(e.__traceback__)}: {_first_line(e)}; its "
-                        f"arguments: {_describe_arguments(program, data)}{hint}.") from e
-      if _first_line(e).startswith("Tensor conversion requested dtype") and not (
+      strings = strings_hint(program, data)
+      if not is_dtype_conflict(e) and (isinstance(e, tf.errors.OpError) or strings):
+        # A TensorFlow op of the program failed (shapes, most often), or
+        # strings met a numeric op: say where, and with which arguments,
+        # instead of the bare op error.
+        error = ValueError if isinstance(e, tf.errors.OpError) else TypeError
+        raise error(f"{where}{program_site(e.__traceback__)}: {first_line(e)}; its "
+                    f"arguments: {describe_arguments(program, data)}{strings}.") from e
+      if first_line(e).startswith("Tensor conversion requested dtype") and not (
           is_dtype_conflict(e)):
         # tf.convert_to_tensor(data, dtype=...) on an argument: NumPy and
         # pandas data arrive as Tensors, which it does not cast.
         raise TypeError(
-            f"{where}{_program_site(e.__traceback__)}: "
-            f"{_first_line(e).split(': <tf.Tensor')[0]}; "
+            f"{where}{program_site(e.__traceback__)}: "
+            f"{first_line(e).split(': <tf.Tensor')[0]}; "
             "NumPy and pandas data reach the program as Tensors (converted once, "
             "before tracing), so change their dtype with tf.cast, not "
             f"tf.convert_to_tensor(..., dtype=...); its arguments: "
-            f"{_describe_arguments(program, data)}.") from e
+            f"{describe_arguments(program, data)}.") from e
       if not is_dtype_conflict(e) or str(e).startswith("Random variable '"):
         raise
       raise DtypeConflictError(
-          f"The program mixes floating dtypes{after} ({_first_line(e)}); the model "
+          f"The program mixes floating dtypes{after} ({first_line(e)}); the model "
           f"runs in {float_name}: build the Tensors the program makes in that "
-          f"dtype, or pass dtype= to choose another.{_outside_data_hint(program)}") from e
+          f"dtype, or pass dtype= to choose another.{outside_data_hint(program)}") from e
   return found
-
-
-def _outside_data_hint(program):
-  """Words for float64 NumPy or pandas data the program reads from a global
-  or a closure, which, unlike its arguments, is not converted to the
-  model's dtype; empty if there is none."""
-  try:  # a hint: it must never hide the error it is added to
-    found = _float64_outside_arguments(program)
-  except Exception:  # pylint: disable=broad-except
-    found = []
-  if not found:
-    return ""
-  return (f" The program reads float64 data from outside its arguments ({found}, a global "
-          "or closure variable), which is not converted as arguments are: pass it as an "
-          "argument, or convert it with .astype(np.float32).")
-
-
-def _float64_outside_arguments(program):
-  """Names of the globals and closure variables the program's code (and the
-  functions defined in it) reads that hold float64 NumPy or pandas data."""
-  fn = inspect.unwrap(program)
-  code = getattr(fn, "__code__", None)
-  if code is None:
-    return []
-  names, codes = set(), [code]
-  while codes:
-    c = codes.pop()
-    names.update(c.co_names)
-    codes.extend(k for k in c.co_consts if inspect.iscode(k))
-  values = {n: fn.__globals__[n] for n in names if n in fn.__globals__}
-  for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
-    try:
-      values[name] = cell.cell_contents
-    except ValueError:  # an empty cell
-      pass
-
-  def float64(value):
-    if isinstance(value, (np.ndarray, np.floating)):
-      return value.dtype == np.float64
-    if not type(value).__module__.startswith("pandas"):
-      return False
-    dtypes = value.dtypes  # a DataFrame's: a Series of dtypes; a Series': one
-    return any(d == np.float64 for d in (dtypes if value.ndim > 1 else [dtypes]))
-
-  return sorted(n for n, v in values.items() if float64(v))
-
-
-def _named_arguments(program, data):
-  """``[(name, value)]``: the program's arguments, by parameter name where
-  its signature binds them."""
-  try:
-    return list(inspect.signature(program).bind_partial(*data.args,
-                                                        **data.kwargs).arguments.items())
-  except (TypeError, ValueError):
-    return [(f"#{i}", a) for i, a in enumerate(data.args)] + list(data.kwargs.items())
-
-
-def _strings_hint(program, data):
-  """Words for string-valued array arguments (labels a user meant as
-  indices), which no numeric op takes; empty if there are none."""
-  names = [repr(n) for n, v in _named_arguments(program, data)
-           if tf.is_tensor(v) and v.dtype == tf.string
-           or isinstance(v, np.ndarray) and v.dtype.kind in "USO"]
-  if not names:
-    return ""
-  which = f"argument {names[0]} holds" if len(names) == 1 else f"arguments {', '.join(names)} hold"
-  return (f" ({which} strings, which TensorFlow's math and indexing ops do not take: "
-          "convert them to numbers, labels to integer codes (pandas.factorize(column)[0])")
-
-
-def _describe_arguments(program, data):
-  """'x: float32 [3, 5], n: 3' -- the program's arguments as given to it."""
-  parts = []
-  for name, value in _named_arguments(program, data):
-    if tf.is_tensor(value) or isinstance(value, np.ndarray):
-      parts.append(f"{name}: {tf.as_dtype(value.dtype).name} {list(value.shape)}")
-    else:
-      parts.append(f"{name}: {type(value).__name__}")
-  return ", ".join(parts) or "none"
 
 
 def _check_same_structure(first, second):
@@ -329,33 +244,6 @@ def _latent_info(name, rv):
                      f"statically ({shape}); give its shape with sample_shape=.")
   return LatentInfo(name, shape, rv.dtype, bijector,
                     tf.TensorShape(bijector.inverse_event_shape(shape)), kind)
-
-
-def is_dtype_conflict(error):
-  """Whether ``error`` is TensorFlow's complaint about mixed float dtypes."""
-  text = _first_line(error)
-  return (("float64" in text and "float32" in text) or "incompatible dtypes" in text or
-          ("float tensor" in text and "double tensor" in text))
-
-
-_OP_PREFIX = re.compile(r"\{\{function_node [^}]*\}\}\s*")  # TensorFlow's op-location prefix
-
-
-def _program_site(tb):
-  """' at file.py:12 (code)': the last frame of the failing traceback in the
-  user's code (not TensorFlow's, TFP's or edward_lite's), or ''."""
-  where = ""
-  while tb is not None:
-    filename = tb.tb_frame.f_code.co_filename
-    if not filename.startswith(_LIBRARY_DIRS) and os.path.basename(filename) != "contextlib.py":
-      line = linecache.getline(filename, tb.tb_lineno).strip()
-      where = f" at {os.path.basename(filename)}:{tb.tb_lineno}" + (f" ({line})" if line else "")
-    tb = tb.tb_next
-  return where
-
-
-def _first_line(error):
-  return str(error).strip().splitlines()[0][:200] if str(error).strip() else type(error).__name__
 
 
 def _shape_text(desc):

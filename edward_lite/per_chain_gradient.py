@@ -20,7 +20,8 @@ which ``pfor`` batches by putting the chains in the *columns*:
 which is faster depends on the number of chains: with the whole program
 around it, the row form is faster at 2-8 chains and slower from 16 or 64
 chains on, where transposing the ``[N, C]`` forward product costs more than
-it saves (``benchmarks/matmul_gradient.py``, RESULTS section 13).  ``vectorized_value_and_gradient`` therefore uses the row form
+it saves (``benchmarks/matmul_gradient.py``, RESULTS section 13).
+``vectorized_value_and_gradient`` therefore uses the row form
 up to ``ROW_FORM_MAX_CHAINS`` chains and TensorFlow's own above; both are the
 same product, summed in another order.
 

@@ -15,8 +15,8 @@ with ``mu = log(10 eps_0)``; after warmup the step size is ``exp(xbar)``.
 Metric: Stan's windowed adaptation (the windows: ``schedule.py``).  After
 an initial fast window (step size only), the variance of the unconstrained
 draws is estimated in doubling slow windows (Welford per chain, pooled
-across chains by default), regularized towards 1e-3 as ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse
-mass matrix; the step size is re-adapted after each window and in a final
+across chains by default), regularized towards 1e-3 as
+``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse mass matrix; the step size is re-adapted after each window and in a final
 fast window.  A dense metric (``adapt_metric="dense"``) estimates the full
 covariance ``S`` the same way and preconditions with its Cholesky factor.
 
@@ -145,10 +145,10 @@ def order_statistic_index(x, rank):
 
   Each float is mapped to an integer key with the same order (its bits, with
   the magnitude bits of negatives flipped), and the key of the ``rank``-th
-  element is found by bisection over the integers: ``b`` steps (the key's
-  bits) at most of one count ``#{c : key_c <= mid}`` each, so ``O(b C)``.  Among the
-  chains with that key, the one at the remaining rank in index order is
-  taken.  NaN sorts above +inf.
+  element is found by bisection over the integers: at most ``b`` steps (the
+  key's bits) of one count ``#{c : key_c <= mid}`` each, so ``O(b C)``.
+  Among the chains with that key, the one at the remaining rank in index
+  order is taken.  NaN sorts above +inf.
   """
   key_type = _SORT_KEY_TYPES.get(x.dtype)
   if key_type is None:
