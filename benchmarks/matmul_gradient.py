@@ -8,7 +8,7 @@ one XLA-compiled ``tf.while_loop``:
 
 * ``tape``: TensorFlow's own ``MatMul`` gradient (``GradientTape``), which
   vectorizes to ``X^T G`` with a ``[K, C]`` output;
-* ``rows``: ``edward_lite.per_chain_gradient``'s row form, which
+* ``rows``: ``edward_lite.model.per_chain_gradient``'s row form, which
   vectorizes to ``G^T X`` with a ``[C, K]`` output.  The target uses it up
   to ``ROW_FORM_MAX_CHAINS`` chains.
 
@@ -24,7 +24,7 @@ import platform
 import time
 
 import edward_lite  # noqa: F401  (quiet TensorFlow start-up)
-from edward_lite import per_chain_gradient
+from edward_lite.model import per_chain_gradient
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402

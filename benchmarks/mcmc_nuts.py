@@ -11,7 +11,7 @@ Measures, per implementation and model, for ``--chains`` chains x
 * min bulk ESS over all scalar parameters, ESS/s excluding and including
   compile, max R-hat (rank-normalized split, ``max(bulk, tail)``) and the
   divergences after warmup.  ESS and R-hat are computed for every
-  implementation by ``edward_lite.diagnostics`` on ``[draws, chains, ...]``
+  implementation by ``edward_lite.analysis.diagnostics`` on ``[draws, chains, ...]``
   arrays of the constrained parameters, so the method is identical;
 * ``cores`` (process CPU seconds / wall seconds of the timed call; n/a for
   Stan, whose chains run in subprocesses) and ``lockstep`` (for samplers that
@@ -120,12 +120,13 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
-from edward_lite import diagnostics, zoo  # noqa: E402
+from edward_lite.analysis import diagnostics  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import zoo  # noqa: E402  (eight schools, shared with the tests)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import irt_2pl  # noqa: E402  (the IRT 2PL model and data, shared with the VI examples)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 import machine  # noqa: E402  (the header every benchmark prints)
 
 try:

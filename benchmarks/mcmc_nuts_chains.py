@@ -22,6 +22,7 @@ streaming statistics only, this prints per chain count and mode:
 import argparse
 import importlib
 import os
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -29,10 +30,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
-from edward_lite import zoo  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import zoo  # noqa: E402  (eight schools, shared with the tests)
 
 chunk_module = importlib.import_module("edward_lite.mcmc.chunk")
-program_module = importlib.import_module("edward_lite.mcmc.program")
+program_module = importlib.import_module("edward_lite.mcmc.compiled")
 
 Y, SIGMA, eight_schools = zoo.EIGHT_SCHOOLS_Y, zoo.EIGHT_SCHOOLS_SIGMA, zoo.eight_schools
 

@@ -4,7 +4,7 @@
 draw.  ``tf.vectorized_map`` cannot batch TensorFlow's stateless samplers
 over a per-draw seed and falls back to a while loop per random op; this
 script times both batchings of the same one-draw simulation
-(``edward_lite.simulation.simulate``), and the library's own
+(``edward_lite.model.simulation.simulate``), and the library's own
 ``simulation.map_draws`` (what ``ed.predictive`` uses), on 4096 draws of
 
 * ``binomial``: theta ~ Beta, y ~ Binomial(10, theta) (one observation);
@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite import simulation
+from edward_lite.model import simulation
 
 DRAWS = 4096
 X = tf.constant(np.linspace(-1., 1., 1000), tf.float32)

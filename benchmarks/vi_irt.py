@@ -55,7 +55,7 @@ import tensorflow_probability as tfp  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import edward_lite as ed  # noqa: E402
-from edward_lite import diagnostics  # noqa: E402
+from edward_lite.analysis import diagnostics  # noqa: E402
 import irt_2pl  # noqa: E402
 
 REF_PATH = "/tmp/edward_lite_refs/irt_2pl_nuts_ref.npz"

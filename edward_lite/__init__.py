@@ -11,30 +11,59 @@ Write a model as a Python function of random variables::
 and turn it into a log density (``ed.make_log_joint_fn``), an inference
 target over unconstrained, chain-batched state (``ed.make_target``), or
 posterior draws (``ed.mcmc.sample``).
+
+The package's folders are its map: ``language/`` (random variables,
+tracing, program transformations), ``target/`` (a program and its data as a
+log density), ``checks/`` (bad input caught at the boundary), ``mcmc/`` and
+``vi/`` (inference), ``distribute/`` (``tf.distribute``), ``analysis/``
+(diagnostics, summaries, predictive, ArviZ, plots) and ``runtime/`` (the
+chunked host loop, checkpoints, seeds, save and load).
 """
 
-from edward_lite.console import quiet_startup
+from edward_lite.runtime.console import quiet_startup
 
 quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 
 # pylint: disable=wrong-import-position
-from edward_lite import diagnostics, distribute, distributions, mcmc, psis, vi, zoo
-from edward_lite.distributions import *  # pylint: disable=wildcard-import
-from edward_lite.distributions import as_random_variable, make_random_variable
-from edward_lite.persistence import load
-from edward_lite.predictions import predictive, prior_predictive
-from edward_lite.programs import condition, do, make_log_joint_fn, make_value_setter
-from edward_lite.random_variable import RandomVariable
-from edward_lite.target import Target, make_target
-from edward_lite.terms import Factor, Flat
+from edward_lite import distribute, mcmc, vi
+from edward_lite.analysis import diagnostics, psis
+from edward_lite.analysis.predictive import predictive, prior_predictive
+from edward_lite.language.distributions import *  # pylint: disable=wildcard-import
+from edward_lite.language.distributions import (CONSTRUCTORS, as_random_variable,
+                                                make_random_variable)
+from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language.terms import Factor, Flat
+from edward_lite.language.tracing import (get_next_interceptor, get_next_tracer, interceptable,
+                                          interception, tape, trace, traceable)
+from edward_lite.language.transformations import condition, do, make_log_joint_fn, make_value_setter
+from edward_lite.model import Target, make_target
+from edward_lite.old_paths import MOVED as _MOVED
+from edward_lite.old_paths import install as _install_old_paths
+from edward_lite.runtime.persistence import load
 from edward_lite.version import __version__
-from edward_lite.tracing import (get_next_interceptor, get_next_tracer, interceptable,
-                                 interception, tape, trace, traceable)
+
+_install_old_paths()
+
+__all__ = sorted(CONSTRUCTORS) + [
+    # the language (Edward2's names)
+    "RandomVariable", "as_random_variable", "make_random_variable", "Factor", "Flat",
+    "trace", "traceable", "get_next_tracer", "tape", "interception", "interceptable",
+    "get_next_interceptor", "make_log_joint_fn", "make_value_setter", "condition", "do",
+    # the target, inference and analysis
+    "make_target", "Target", "mcmc", "vi", "distribute", "diagnostics", "psis", "predictive",
+    "prior_predictive", "plot", "load", "__version__",
+]
 
 
 def __getattr__(name):
+  import importlib  # pylint: disable=import-outside-toplevel
   # ``ed.plot`` is imported on first use: it needs matplotlib (an optional extra).
   if name == "plot":
-    import importlib  # pylint: disable=import-outside-toplevel
-    return importlib.import_module("edward_lite.plot")
+    return importlib.import_module("edward_lite.analysis.plot")
+  if name in _MOVED:  # a module at its path before the move (``ed.nonfinite``), with a warning
+    return importlib.import_module(f"edward_lite.{name}")
   raise AttributeError(f"module 'edward_lite' has no attribute {name!r}")
+
+
+def __dir__():
+  return list(__all__)

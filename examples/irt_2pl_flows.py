@@ -75,7 +75,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from edward_lite import diagnostics  # noqa: E402
+from edward_lite.analysis import diagnostics  # noqa: E402
 import irt_2pl  # noqa: E402
 
 # Tuned settings of the full run (see the module docstring and RESULTS.md).

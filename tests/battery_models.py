@@ -34,9 +34,10 @@ import scipy.special
 import scipy.stats
 
 import edward_lite as ed  # first: it imports TensorFlow without its start-up logs
-from edward_lite import zoo  # noqa: E402
 import tensorflow as tf  # pylint: disable=g-bad-import-order
 import tensorflow_probability as tfp  # pylint: disable=g-bad-import-order
+
+import zoo  # pylint: disable=g-bad-import-order
 
 tfd = tfp.distributions
 psd = tfp.math.psd_kernels

@@ -31,11 +31,11 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.mcmc.program import Program
+from edward_lite.mcmc.compiled import Program
 from test_nonfinite import bounds_from_latents, minus_infinity_factor  # shared models
 
 elbo_module = sys.modules["edward_lite.vi.elbo"]  # the fit's compiled chunk
-simulation_module = sys.modules["edward_lite.simulation"]
+simulation_module = sys.modules["edward_lite.model.simulation"]
 
 
 class CompiledWorkStarted(BaseException):
@@ -734,7 +734,7 @@ def test_init_inside_the_support_starts_where_given():
   # The round trip that refuses the cases above keeps a valid start: a
   # simplex p maps to SoftmaxCentered's inverse log(p[:-1] / p[-1]), and a
   # valid correlation Cholesky factor is accepted as it is.
-  from edward_lite.initialization import parse_init  # pylint: disable=g-import-not-at-top
+  from edward_lite.model.init_values import parse_init  # pylint: disable=g-import-not-at-top
   target = ed.make_target(simplex_model, observed={"y": np.array([0, 1, 2, 1], np.int32)})
   p = np.array([0.2, 0.3, 0.5], np.float32)
   np.testing.assert_allclose(parse_init(target, {"p": p}, chains=2),

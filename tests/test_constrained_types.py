@@ -14,8 +14,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
-from edward_lite.bijectors import support_bijector
-from edward_lite.terms import ImproperUniform
+from edward_lite.language.bijectors import support_bijector
+from edward_lite.language.terms import ImproperUniform
 
 tfd = tfp.distributions
 

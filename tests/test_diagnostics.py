@@ -1,4 +1,4 @@
-"""Tests of the MCMC diagnostics in ``edward_lite.diagnostics``.
+"""Tests of the MCMC diagnostics in ``edward_lite.analysis.diagnostics``.
 
 Three kinds of check:
 
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from edward_lite import diagnostics as diag
+from edward_lite.analysis import diagnostics as diag
 
 # -- NumPy reference (one scalar parameter; x is [draws, chains]) ----------------
 

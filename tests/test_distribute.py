@@ -99,7 +99,7 @@ def test_sharded_log_prob_and_gradient_equal_single_device(strategies, parallel)
   gj0 = tape.gradient(lj0, values)
   for r, strategy in strategies.items():
     sharded = ed.distribute.ShardedTarget(target, strategy, parallel, model=logistic)
-    assert isinstance(sharded, ed.target.Density)
+    assert isinstance(sharded, ed.model.Density)
     lp, g = tf.function(sharded.value_and_gradient_flat)(flat)
     np.testing.assert_allclose(lp, lp0, rtol=1e-12, err_msg=f"{r} replicas")
     np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-12, err_msg=f"{r} replicas")
@@ -227,7 +227,7 @@ def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, 
                                            (("bulk", True), False)])
 def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
   from edward_lite.mcmc import groups
-  from edward_lite.mcmc.program import Program
+  from edward_lite.mcmc.compiled import Program
   program = Program.get(logistic, (X,), {"offset": OFFSET}, {"y": Y}, ed.mcmc.ChEES(), 4, pooled)
   template = program.state_template(4, pooled, dense)
   rng = np.random.default_rng(0)

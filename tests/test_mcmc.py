@@ -15,7 +15,8 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite import diagnostics, zoo
+from edward_lite.analysis import diagnostics
+import zoo
 from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
 KERNELS = ["nuts", "hmc", "rwmh", "chees"]

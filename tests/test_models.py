@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
-from edward_lite import zoo
+import zoo
 import battery_models as bm  # the shared kid-score data
 
 tfd = tfp.distributions

@@ -233,7 +233,7 @@ def test_own_and_tfp_nuts_agree_in_distribution():
                                warmup=300, draws=500, seed=2, progress=False)
           for impl, kernel in (("edward_lite", ed.mcmc.NUTS()), ("tfp", TFPNUTS()))}
   x = {k: r.draws["x"].astype(np.float64) for k, r in runs.items()}
-  from edward_lite import diagnostics
+  from edward_lite.analysis import diagnostics
   ess = {k: np.asarray(diagnostics.ess_bulk(v)) for k, v in x.items()}
   mcse = {k: np.sqrt(np.diag(cov)) / np.sqrt(ess[k]) for k in x}
   diff = np.abs(x["edward_lite"].mean((0, 1)) - x["tfp"].mean((0, 1)))

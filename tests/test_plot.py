@@ -165,8 +165,8 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
 
 def test_import_edward_lite_leaves_plot_unloaded():
   code = ("import sys, edward_lite as ed\n"
-          "assert 'edward_lite.plot' not in sys.modules\n"
-          "assert callable(ed.plot.trace) and 'edward_lite.plot' in sys.modules\n")
+          "assert 'edward_lite.analysis.plot' not in sys.modules\n"
+          "assert callable(ed.plot.trace) and 'edward_lite.analysis.plot' in sys.modules\n")
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   assert result.returncode == 0, result.stderr[-2000:]

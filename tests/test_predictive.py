@@ -229,7 +229,7 @@ def test_summary_without_pandas_is_a_table_with_the_same_loc(fit, monkeypatch):
 
 def test_summary_in_an_interactive_session_shows_once(fit, monkeypatch, capsys):
   import warnings  # pylint: disable=g-import-not-at-top
-  from edward_lite import summary as results  # pylint: disable=g-import-not-at-top
+  from edward_lite.analysis import summary as results  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(results, "interactive", lambda: True)
   with warnings.catch_warnings():
     warnings.simplefilter("error")

@@ -1,4 +1,4 @@
-"""Tests of Pareto-smoothed importance sampling in ``edward_lite.psis``.
+"""Tests of Pareto-smoothed importance sampling in ``edward_lite.analysis.psis``.
 
 * agreement, to ~1e-10, with ArviZ's ``psislw`` (when installed) on seeded
   normal, Student-t, Pareto, short and partly ``-inf`` log-weight vectors;
@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from edward_lite import psis as ps
+from edward_lite.analysis import psis as ps
 
 
 def normal_ratio_log_weights(rng, proposal_scale, num_draws):

@@ -22,10 +22,11 @@ import pytest
 import tensorflow_probability as tfp
 
 import edward_lite as ed
-from edward_lite.mcmc.program import Program
-from edward_lite import call_checks, fingerprints
-from edward_lite.checkpoint import Checkpointer
-from edward_lite.engine import ChunkRecord
+from edward_lite.mcmc.compiled import Program
+from edward_lite.checks import arguments
+from edward_lite.runtime import fingerprints
+from edward_lite.runtime.checkpoint import Checkpointer
+from edward_lite.runtime.chunked_run import ChunkRecord
 
 # Small, quick runs: the random-walk kernel compiles fastest.
 RUN = dict(kernel="rwmh", chains=2, warmup=20, draws=20, seed=3, progress=False)
@@ -234,8 +235,8 @@ def test_second_checkpointer_on_a_directory_is_refused(tmp_path):
 HOLDER = textwrap.dedent("""
     import sys, time
     import edward_lite as ed
-    from edward_lite import fingerprints
-    from edward_lite.checkpoint import Checkpointer
+    from edward_lite.runtime import fingerprints
+    from edward_lite.runtime.checkpoint import Checkpointer
 
     def std_normal():
       return ed.Normal(0., 1., name="x")
@@ -553,7 +554,7 @@ def test_model_taking_kwargs_warns_when_a_keyword_is_close_to_a_setting():
     result = ed.mcmc.sample(open_model, draw=20, **RUN)
   assert result.draws["x"].shape == (20, 2)
   with pytest.warns(UserWarning, match="'step'.*steps="):
-    call_checks.check_model_kwargs(open_model, {"step": 1}, ed.vi.fit, "ed.vi.fit")
+    arguments.check_model_kwargs(open_model, {"step": 1}, ed.vi.fit, "ed.vi.fit")
 
 
 # -- bounded waits -----------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite import diagnostics
+from edward_lite.analysis import diagnostics
 from edward_lite.mcmc import streaming
 
 C, D, N = 4, 3, 4000

@@ -1,4 +1,4 @@
-"""Support checks of observed values (edward_lite.support), at make_target."""
+"""Support checks of observed values (edward_lite.checks.support), at make_target."""
 
 import os
 import time
@@ -11,7 +11,7 @@ import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import edward_lite as ed  # noqa: E402
-from edward_lite.support import check_observed_support  # noqa: E402
+from edward_lite.checks.support import check_observed_support  # noqa: E402
 
 tfd = tfp.distributions
 

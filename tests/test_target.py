@@ -14,7 +14,8 @@ import tensorflow_probability as tfp
 import tf_keras
 
 import edward_lite as ed
-from edward_lite import zoo
+import zoo
+from edward_lite.model.interpreter import Mode
 
 tfd = tfp.distributions
 tfb = tfp.bijectors
@@ -697,7 +698,7 @@ def test_gradient_reaches_keras_weights_read_by_the_program():
 
 
 def test_bernoulli_logits_term_equals_tfp_log_prob():
-  from edward_lite.target import log_prob_term
+  from edward_lite.model.interpreter import log_prob_term
   tfd = ed.distributions.tfd
   rng = np.random.default_rng(3)
   logits = rng.normal(scale=30., size=(5, 4))  # large |logits|: the stable branch
@@ -718,7 +719,7 @@ def test_bernoulli_logits_term_equals_tfp_log_prob():
 @pytest.mark.parametrize("transpose_a,transpose_b", [(False, False), (False, True),
                                                      (True, False), (True, True)])
 def test_row_form_matmul_gradient_equals_tensorflows(transpose_a, transpose_b):
-  from edward_lite import per_chain_gradient
+  from edward_lite.model import per_chain_gradient
   rng = np.random.default_rng(4)
   data = tf.constant(rng.normal(size=(6, 3)), tf.float32)
 
@@ -792,8 +793,8 @@ def test_one_run_modes_against_hand_computation():
   target = ed.make_target(model, observed={"y": 1.5})
   u = 0.3
   joint = stats.lognorm(1.).logpdf(math.exp(u)) + stats.norm(0., math.exp(u)).logpdf(1.5)
-  unc = target.run({"s": tf.constant(u)}, ed.target.Mode.UNCONSTRAINED)
-  con = target.run({"s": tf.constant(math.exp(u))}, ed.target.Mode.CONSTRAINED)
+  unc = target.run({"s": tf.constant(u)}, Mode.UNCONSTRAINED)
+  con = target.run({"s": tf.constant(math.exp(u))}, Mode.CONSTRAINED)
   assert unc.log_prob.numpy() == pytest.approx(joint + u, rel=1e-5)
   assert con.log_prob.numpy() == pytest.approx(joint, rel=1e-5)
   assert unc.terms["s (Jacobian)"].numpy() == pytest.approx(u, rel=1e-5)
@@ -805,4 +806,4 @@ def test_one_run_modes_against_hand_computation():
   assert terms["y"].numpy() == pytest.approx(3. * stats.norm(0., math.exp(u)).logpdf(1.5),
                                              rel=1e-5)
   assert terms["s (Jacobian)"].numpy() == pytest.approx(.5 * u, rel=1e-5)
-  assert isinstance(target, ed.target.Density)
+  assert isinstance(target, ed.model.Density)

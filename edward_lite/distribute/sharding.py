@@ -31,9 +31,10 @@ outside it would not see the replica threads).
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import per_chain_gradient
-from edward_lite.model_data import RowData
-from edward_lite.target import Mode, flat_value_and_gradient
+from edward_lite.model import per_chain_gradient
+from edward_lite.model.data import RowData
+from edward_lite.model.interpreter import Mode
+from edward_lite.model.target import flat_value_and_gradient
 
 __all__ = ["ShardedTarget", "PARALLEL_MODES"]
 

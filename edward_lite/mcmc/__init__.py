@@ -1,10 +1,14 @@
 """Vectorized MCMC: ``ed.mcmc.sample(model, ..., kernel="nuts", chains=...)``."""
 
-from edward_lite.checkpoint import (CheckpointCorruptError, CheckpointLockedError,
-                                    CheckpointMismatchError)
+from edward_lite.runtime.checkpoint import (CheckpointCorruptError, CheckpointLockedError,
+                                            CheckpointMismatchError)
 from edward_lite.mcmc.kernels import HMC, NUTS, RWMH, ChEES, Kernel
 from edward_lite.mcmc.results import MCMCResult, Summary
 from edward_lite.mcmc.sample import sample
 
 __all__ = ["sample", "HMC", "NUTS", "RWMH", "ChEES", "Kernel", "MCMCResult", "Summary",
            "CheckpointMismatchError", "CheckpointCorruptError", "CheckpointLockedError"]
+
+
+def __dir__():
+  return list(__all__)

@@ -5,9 +5,9 @@ from typing import Any, Dict, Optional
 
 import numpy as np
 
-from edward_lite import diagnostics
+from edward_lite.analysis import diagnostics
 from edward_lite.mcmc import base, streaming
-from edward_lite.summary import COLUMNS, Summary, hdi, present, select_names
+from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -266,7 +266,7 @@ class MCMCResult:
       variable that is not a latent (observed ones redrawn) and every
       ``ed.Deterministic``.
     """
-    from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
+    from edward_lite.analysis.predictive import predictive  # pylint: disable=g-import-not-at-top
     return predictive(self.target.program, self, *args, seed=seed, **kwargs)
 
   def log_likelihood(self):
@@ -292,7 +292,7 @@ class MCMCResult:
     ``prior_predictive`` of ``prior`` draws when ``prior`` is an int, so
     ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work.
     Needs the optional extra: ``pip install 'edward_lite[arviz]'``."""
-    from edward_lite.inference_data import to_inference_data  # pylint: disable=g-import-not-at-top
+    from edward_lite.analysis.arviz_export import to_inference_data  # pylint: disable=g-import-not-at-top
     if self.draws is None:
       raise ValueError("to_arviz() needs the draws: sample with keep_draws=True.")
     swap = lambda x: np.swapaxes(x, 0, 1)  # ArviZ wants [chain, draw, ...]  # pylint: disable=unnecessary-lambda-assignment
@@ -308,7 +308,7 @@ class MCMCResult:
   def save(self, path):
     """Writes the result to ``path`` (one ``.npz``: arrays and a JSON header,
     no pickle); ``ed.load(path)`` reads it back.  Returns the path."""
-    from edward_lite import persistence  # pylint: disable=g-import-not-at-top
+    from edward_lite.runtime import persistence  # pylint: disable=g-import-not-at-top
     return persistence.save(self, path)
 
   def __repr__(self):

@@ -5,8 +5,8 @@ The run is built from layers, each its own module:
 * ``schedule``: the run as data -- Stan's warmup windows and the phases
   (initial fast window, slow windows, final fast window, sampling) with
   their flags;
-* ``program``: the model's target and its compiled functions, cached by
-  content across calls; ``initial``: the chains' starting states;
+* ``compiled``: the model's target and its compiled functions, cached by
+  content across calls; ``initial_states``: the chains' starting states;
 * ``chunk``: one compiled ``tf.while_loop`` of ``n`` transitions of every
   chain (the kernel's step, step-size and metric adaptation, streaming
   statistics, kept draws), its settings Tensors in ``ChunkInputs``, so one
@@ -33,15 +33,17 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import call_checks, distribute, seed_streams
-from edward_lite.checkpoint import Checkpointer, closes_checkpoints
-from edward_lite.engine import ChunkOutcome, ChunkRecord, run_chunks
-from edward_lite.initialization import describe_init
-from edward_lite.mcmc import initial, metric, schedule, streaming
+from edward_lite import distribute
+from edward_lite.checks import arguments
+from edward_lite.runtime import seeds
+from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
+from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
+from edward_lite.model.init_values import describe_init
+from edward_lite.mcmc import initial_states, metric, schedule, streaming
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import get_kernel
-from edward_lite.mcmc.program import Program
+from edward_lite.mcmc.compiled import Program
 from edward_lite.mcmc.results import MCMCResult, fold_totals
 
 __all__ = ["sample"]
@@ -100,7 +102,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       chunk holds ``chunk_size`` kept draws.  NUTS with 32 chains or more
       samples in rounds that end with the chunk, so its draws depend on
       ``chunk_size`` as well as ``seed``.
-    progress: report progress (``edward_lite.progress_report``): a tqdm
+    progress: report progress (``edward_lite.runtime.progress``): a tqdm
       bar on a terminal, else plain lines (compiling, then every 10%); False
       is silent.
     checkpoint_dir: directory for checkpoints; an interrupted run resumes
@@ -134,11 +136,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   Returns:
     An ``MCMCResult``.
   """
-  call_checks.check_model_kwargs(model, kwargs, sample, "ed.mcmc.sample")
+  arguments.check_model_kwargs(model, kwargs, sample, "ed.mcmc.sample")
   settings = _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                              max_init_tries, step_size)
-  call_checks.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
-                              jit_compile=jit_compile)
+  arguments.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
+                                jit_compile=jit_compile)
   if adapt_metric not in (True, False, "diag", "dense"):
     raise ValueError(f"adapt_metric must be True, False, 'diag' or 'dense'; got {adapt_metric!r}.")
   dense = adapt_metric == "dense"
@@ -162,7 +164,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   total = warmup + draws
   chunk = settings["chunk_size"] or DEFAULT_CHUNK
   capacity = chunk if keep_draws else 0  # draws kept per sampling chunk
-  seed_t = tf.constant(seed_streams.seed_pair(seed), tf.int32)
+  seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
 
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
@@ -185,7 +187,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       totals = fold_totals(totals, {k[1:]: v[i] for k, v in chunks.items()
                                     if k.startswith("_") and k != "_warmup"}, bool(in_warmup))
   else:
-    u0 = initial.initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
+    u0 = initial_states.initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
     h0 = step_size if step_size is not None else kernel.initial_step_size(dim)
     state = program.initial_chunk_state(tf.constant(u0), tf.constant(h0, dtype), chains,
                                         pooling, dense,
@@ -288,14 +290,14 @@ def _chain_groups(strategy, chains, pooled):
 
 def _check_settings(chains, warmup, draws, seed, thin, chunk_size, init_radius,
                     max_init_tries, step_size):
-  integer = call_checks.check_integer
+  integer = arguments.check_integer
   out = dict(chains=integer("chains", chains, 1), warmup=integer("warmup", warmup, 0),
              draws=integer("draws", draws, 1), seed=integer("seed", seed, 0),
              thin=integer("thin", thin, 1), max_init_tries=integer("max_init_tries", max_init_tries, 1),
              chunk_size=None if chunk_size is None else integer("chunk_size", chunk_size, 1))
-  call_checks.check_positive("init_radius", init_radius)
+  arguments.check_positive("init_radius", init_radius)
   if step_size is not None:
-    call_checks.check_positive("step_size", step_size)
+    arguments.check_positive("step_size", step_size)
   return out
 
 

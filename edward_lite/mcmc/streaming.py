@@ -31,7 +31,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import diagnostics
+from edward_lite.analysis import diagnostics
 from edward_lite.mcmc import adaptation
 
 __all__ = ["StreamState", "stream_init", "stream_update", "stream_add", "stream_close",

@@ -6,3 +6,7 @@ from edward_lite.vi.results import ImportanceSample, VIResult
 
 __all__ = ["fit", "Family", "MeanField", "FullRank", "RealNVP", "MAF", "IAF", "VIResult",
            "ImportanceSample", "NonFiniteELBOError"]
+
+
+def __dir__():
+  return list(__all__)

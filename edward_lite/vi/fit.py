@@ -19,7 +19,7 @@ relative-ELBO-change stopping rule, checkpoints.  Step ``t`` uses the
 stateless seed ``fold_in(seed, t)``, so a resumed fit continues exactly as
 an uninterrupted one.  A step whose ELBO or gradient is not finite is
 skipped (and counted) or stops the fit, with the step and the variable
-where it first appears (``diagnosis.py``).
+where it first appears (``elbo_diagnosis.py``).
 """
 
 import warnings
@@ -28,14 +28,16 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from edward_lite import call_checks, distribute, fingerprints, seed_streams
-from edward_lite.checkpoint import Checkpointer, closes_checkpoints
-from edward_lite.initialization import describe_init, parse_init
-from edward_lite.target import make_target
+from edward_lite import distribute
+from edward_lite.checks import arguments
+from edward_lite.runtime import fingerprints, seeds
+from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
+from edward_lite.model.init_values import describe_init, parse_init
+from edward_lite.model.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families
 from edward_lite.vi.families import get_family
-from edward_lite.vi.diagnosis import check_finite_start
+from edward_lite.vi.elbo_diagnosis import check_finite_start
 from edward_lite.vi.results import VIResult
 from edward_lite.vi.stages import NonFiniteELBOError, Problem, Stage, restore, run_stage
 from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate, is_variational_program
@@ -123,15 +125,15 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   Returns:
     A ``VIResult``.
   """
-  call_checks.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
-  integer = call_checks.check_integer
+  arguments.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
+  integer = arguments.check_integer
   steps, seed = integer("steps", steps, 1), integer("seed", seed, 0)
   chunk = integer("chunk_size", chunk_size, 1) if chunk_size is not None else DEFAULT_CHUNK
   if on_nonfinite not in ("skip", "stop"):
     raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
-  call_checks.check_call_settings(observed=observed, callback=callback, stl=stl,
-                              jit_compile=jit_compile)
-  call_checks.check_positive("init_radius", init_radius)
+  arguments.check_call_settings(observed=observed, callback=callback, stl=stl,
+                                jit_compile=jit_compile)
+  arguments.check_positive("init_radius", init_radius)
   if not isinstance(program_args, (tuple, list)):
     raise TypeError(f"program_args must be a tuple of the variational program's positional "
                     f"arguments; got {type(program_args).__name__}.")
@@ -139,7 +141,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     raise TypeError(f"program_kwargs must be a dict or None; got "
                     f"{type(program_kwargs).__name__}.")
   if tol is not None:
-    call_checks.check_positive("tol", tol, "a positive number or None")
+    arguments.check_positive("tol", tol, "a positive number or None")
   strategy = distribute.resolve(strategy, parallel)
   if strategy is not None:
     replicas = strategy.num_replicas_in_sync
@@ -165,10 +167,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                      f"parameters held fixed, which '{fam.name}' computes in D sequential "
                      "passes; use 'realnvp' or stl=False.")
 
-  seed_t = tf.constant(seed_streams.seed_pair(seed), tf.int32)
+  seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
   if warm_start is None:
     warm_start = 0 if program or isinstance(fam, families.MeanField) else min(500, steps)
-  warm_start = call_checks.check_integer("warm_start", warm_start, 0)
+  warm_start = arguments.check_integer("warm_start", warm_start, 0)
   optimizer = _optimizer(optimizer, learning_rate,
                          0.01 if program else fam.default_learning_rate, steps)
   init_loc = None if program else _initial_loc(target, init, init_radius, seed_t)
@@ -299,7 +301,7 @@ def _initial_loc(target, init, radius, seed):
   dtype = target.dtype.as_numpy_dtype
   if given == "uniform":
     return tf.random.stateless_uniform([target.dim], seed, -radius, radius, dtype=dtype).numpy()
-  draws = target.sample_prior(101, seed_streams.stream(seed, "vi_prior_start"))
+  draws = target.sample_prior(101, seeds.stream(seed, "vi_prior_start"))
   u = target.flatten(target.unconstrain(draws)).numpy()
   return np.median(u, axis=0).astype(dtype)
 

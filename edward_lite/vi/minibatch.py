@@ -25,9 +25,10 @@ import typing
 
 import tensorflow as tf
 
-from edward_lite import call_checks, seed_streams
-from edward_lite.model_data import RowData
-from edward_lite.target import make_target
+from edward_lite.checks import arguments
+from edward_lite.runtime import seeds
+from edward_lite.model.data import RowData
+from edward_lite.model.target import make_target
 
 __all__ = ["BatchSource", "Minibatcher", "DatasetBatches"]
 
@@ -68,7 +69,7 @@ class Minibatcher:
     del args, kwargs, observed  # read from the target
     self.rows = RowData(target, "batch_size=")
     self.num_examples = n = self.rows.num_rows
-    self.batch_size = b = call_checks.check_integer("batch_size", batch_size, 1)
+    self.batch_size = b = arguments.check_integer("batch_size", batch_size, 1)
     if b > n:
       raise ValueError(f"batch_size={b} is larger than the number of observations N={n}.")
     self.batches_per_epoch = n // b
@@ -81,7 +82,7 @@ class Minibatcher:
     """The random permutation ``[N]`` of the epoch that ``step`` falls in."""
     epoch = tf.cast(step, tf.int32) // self.batches_per_epoch
     epoch_seed = tf.random.experimental.stateless_fold_in(
-        seed_streams.stream(seed, "vi_minibatches"), epoch)
+        seeds.stream(seed, "vi_minibatches"), epoch)
     return tf.argsort(tf.random.stateless_uniform([self.num_examples], epoch_seed))
 
   def indices(self, seed, step, permutation=None):
@@ -170,7 +171,7 @@ class DatasetBatches:
     self.dataset = dataset
     if num_examples is None:
       num_examples = int(sum(int(tf.shape(b[self._observed_keys[0]])[0]) for b in dataset))
-    self.num_examples = call_checks.check_integer("num_examples", num_examples, 1)
+    self.num_examples = arguments.check_integer("num_examples", num_examples, 1)
     self._iterator = iter(dataset.repeat())
     self._first = first
 

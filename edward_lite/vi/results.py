@@ -7,8 +7,10 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import call_checks, psis, seed_streams
-from edward_lite.summary import Summary, present, select_names
+from edward_lite.checks import arguments
+from edward_lite.analysis import psis
+from edward_lite.runtime import seeds
+from edward_lite.analysis.summary import Summary, present, select_names
 from edward_lite.vi.families import FullRank, MeanField
 
 __all__ = ["VIResult", "ImportanceSample"]
@@ -46,7 +48,7 @@ class VIResult:
     target: the model target (``ed.make_target``).
 
   ``save(path)`` writes the fit to one ``.npz`` (no pickle) and
-  ``ed.load(path, model, *args)`` reads it back (``edward_lite.persistence``).
+  ``ed.load(path, model, *args)`` reads it back (``edward_lite.runtime.persistence``).
   """
 
   def __init__(self, target, surrogate, family, elbo, steps, samples, converged, nonfinite,
@@ -111,7 +113,7 @@ class VIResult:
     pickle): the ELBO trace, family, steps, settings, the surrogate's
     variables and the observed data.  ``ed.load(path, model, *args)`` reads
     it back.  Returns the path written."""
-    from edward_lite import persistence  # pylint: disable=g-import-not-at-top
+    from edward_lite.runtime import persistence  # pylint: disable=g-import-not-at-top
     return persistence.save(self, path)
 
   def _check_surrogate(self):
@@ -131,9 +133,9 @@ class VIResult:
     """``n`` draws (constrained dict) and their log weights (or log q); the
     ``call``-th unseeded call gets its own stream."""
     self._check_surrogate()
-    n = call_checks.check_integer("n", n, 1)
-    base = tf.constant(seed_streams.seed_pair(self._seed if seed is None else seed), tf.int32)
-    stream = seed_streams.stream(base, "vi_weighted_draws" if weights else "vi_draws")
+    n = arguments.check_integer("n", n, 1)
+    base = tf.constant(seeds.seed_pair(self._seed if seed is None else seed), tf.int32)
+    stream = seeds.stream(base, "vi_weighted_draws" if weights else "vi_draws")
     if call:
       stream = tf.random.experimental.stateless_fold_in(stream, call)
     parts, log_w = collections.defaultdict(list), []
@@ -208,7 +210,7 @@ class VIResult:
     Returns:
       dict name -> NumPy ``[n, *shape]``.
     """
-    n = call_checks.check_integer("n", n, 1)
+    n = arguments.check_integer("n", n, 1)
     sample = self.importance(draws, seed) if draws is not None else self._ensure_importance()
     self._warn_khat(sample)
     rng = np.random.default_rng(self._seed if seed is None else seed)
@@ -280,7 +282,7 @@ class VIResult:
     """Posterior predictive draws from ``draws`` surrogate draws, at the data
     or at new program arguments: ``ed.predictive(program, self, *args,
     draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``."""
-    from edward_lite.predictions import predictive  # pylint: disable=g-import-not-at-top
+    from edward_lite.analysis.predictive import predictive  # pylint: disable=g-import-not-at-top
     self._check_surrogate()
     return predictive(self.target.program, self, *args, draws=draws,
                       seed=self._seed if seed is None else seed, **kwargs)
@@ -293,7 +295,7 @@ class VIResult:
     importance weights); with ``log_likelihood``, ``posterior_predictive``,
     ``observed_data`` and (``prior`` an int) ``prior`` groups as
     ``MCMCResult.to_arviz``.  Needs ``pip install 'edward_lite[arviz]'``."""
-    from edward_lite.inference_data import to_inference_data  # pylint: disable=g-import-not-at-top
+    from edward_lite.analysis.arviz_export import to_inference_data  # pylint: disable=g-import-not-at-top
     seed = self._seed if seed is None else seed
     if resample:
       draws, stats = self.resample(n, seed=seed), None

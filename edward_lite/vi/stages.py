@@ -7,7 +7,7 @@ Each stage runs its compiled chunks (``elbo.run_chunk``) under the shared
 host loop (``engine.run_chunks``): progress, checkpoints, the callback, and
 the relative-ELBO-change stopping rule.  A step whose ELBO or gradient is
 not finite is not applied; the first is diagnosed on its own draws and data
-(``diagnosis.diagnose``), then the stage skips such steps or raises
+(``elbo_diagnosis.diagnose``), then the stage skips such steps or raises
 ``NonFiniteELBOError``.
 """
 
@@ -18,10 +18,10 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite import distribute
-from edward_lite.checkpoint import CheckpointMismatchError
-from edward_lite.engine import ChunkOutcome, ChunkRecord, run_chunks
+from edward_lite.runtime.checkpoint import CheckpointMismatchError
+from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.vi import elbo as elbo_lib
-from edward_lite.vi.diagnosis import diagnose
+from edward_lite.vi.elbo_diagnosis import diagnose
 from edward_lite.vi.minibatch import DatasetBatches
 
 __all__ = ["NonFiniteELBOError", "Problem", "Stage", "StageResult", "run_stage"]
@@ -65,7 +65,7 @@ class Stage(NamedTuple):
     tol: the relative-ELBO-change stopping rule's tolerance, or None.
     on_nonfinite: ``"skip"`` or ``"stop"``.
     chunk: steps per compiled call.
-    progress: ``progress_report.make_progress``'s setting.
+    progress: ``progress.make_progress``'s setting.
     checkpointer: a ``Checkpointer`` or None.
     callback: the user's ``callback(info)`` or None.
   """

@@ -31,9 +31,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite import per_chain_gradient
-from edward_lite.random_variable import DeferredValue
-from edward_lite.tracing import trace
+from edward_lite.model import per_chain_gradient
+from edward_lite.language.random_variable import DeferredValue
+from edward_lite.language.tracing import trace
 from edward_lite.vi.families import Family
 
 __all__ = ["Surrogate", "FlatSurrogate", "ProgramSurrogate", "is_variational_program"]
@@ -42,7 +42,7 @@ __all__ = ["Surrogate", "FlatSurrogate", "ProgramSurrogate", "is_variational_pro
 @typing.runtime_checkable
 class Surrogate(typing.Protocol):
   """The contract of a surrogate posterior (see the module docstring), as
-  ``stages.py``, ``elbo.py``, ``diagnosis.py`` and ``VIResult`` use it."""
+  ``stages.py``, ``elbo.py``, ``elbo_diagnosis.py`` and ``VIResult`` use it."""
   variables: list
 
   def named(self, values) -> dict:

@@ -1,0 +1,2 @@
+"""What a result is turned into: diagnostics (R-hat, ESS, MCSE), PSIS,
+summary tables, predictive simulation, ArviZ export and plots."""

@@ -1,0 +1,63 @@
+"""Export to ArviZ's ``InferenceData``: posterior, sample statistics,
+pointwise log-likelihood, posterior predictive, observed data and, when
+asked, prior and prior predictive, so ``az.loo``, ``az.waic``,
+``az.compare`` and ``az.plot_ppc`` work on a result.
+
+ArviZ is an optional extra: ``pip install 'edward_lite[arviz]'``.
+"""
+
+import numpy as np
+
+from edward_lite.model import simulation
+
+__all__ = ["to_inference_data"]
+
+
+def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
+                      posterior_predictive=True, prior=None, seed=0):
+  """Builds an ``arviz.InferenceData``.
+
+  Args:
+    target: the fitted ``ed.Target``.
+    posterior: dict name -> ``[chains, draws, *shape]`` (latents, and any
+      ``ed.Deterministic``).
+    sample_stats: optional dict name -> ``[chains, draws]``.
+    log_likelihood: add the ``log_likelihood`` group: ``log p(y_i | x_s)``
+      for every observed variable (True: ``target.log_likelihood``; or the
+      dict name -> ``[chains, draws, *obs_shape]`` already computed).
+    posterior_predictive: add ``posterior_predictive`` (observed variables
+      redrawn at every draw) and ``observed_data``.
+    prior: an int ``S`` adds ``prior`` and ``prior_predictive`` groups of
+      ``S`` prior draws (one chain).
+    seed: seed of the simulations.
+  """
+  arviz = _import_arviz()
+  lead = next(iter(posterior.values())).shape[:2]
+  flat = {n: posterior[n].reshape((-1,) + posterior[n].shape[2:]) for n in target.names}
+  unflat = lambda d: {k: v.reshape(lead + v.shape[1:]) for k, v in d.items()}  # pylint: disable=unnecessary-lambda-assignment
+  groups = dict(posterior=posterior)
+  if sample_stats:
+    groups["sample_stats"] = sample_stats
+  observed = {k: np.asarray(v) for k, v in target.observed.items()}
+  if isinstance(log_likelihood, dict):
+    groups["log_likelihood"] = log_likelihood
+  elif log_likelihood and observed:
+    groups["log_likelihood"] = unflat(target.log_likelihood(flat))
+  if posterior_predictive and observed:
+    sims = simulation.map_draws(target.simulate, flat, seed=seed)
+    groups["posterior_predictive"] = unflat({k: sims[k] for k in observed})
+    groups["observed_data"] = observed
+  if prior is not None:
+    draws = simulation.map_draws(lambda _, s: target.simulate({}, s), {}, seed=seed + 1,
+                                 count=prior)
+    groups["prior"] = {k: v[None] for k, v in draws.items() if k not in observed}
+    groups["prior_predictive"] = {k: v[None] for k, v in draws.items() if k in observed}
+  return arviz.from_dict(**groups)
+
+
+def _import_arviz():
+  try:
+    import arviz  # pylint: disable=g-import-not-at-top
+  except ImportError as e:
+    raise ImportError("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.") from e
+  return arviz

@@ -1,0 +1,172 @@
+"""A graph-only trace of a program, before compiled work.
+
+Inference runs a program traced into a graph, where every latent value is
+symbolic.  A Python ``if x > 0:`` on a latent ``x`` then either fails with a
+TensorFlow error that names no variable or, under AutoGraph, silently turns
+into a ``tf.cond`` that builds the branch's random variables twice.  Eagerly
+(``make_target`` traces the program eagerly first) the same ``if`` just
+follows the prior draw, because ``x > 0`` is an ordinary eager Tensor: no
+eager hook can see that it was computed from ``x``.
+
+``check_python_control_flow`` therefore traces the program once more into a
+scratch graph, without AutoGraph, and translates a failing ``bool()`` into a
+``TypeError`` naming the latent random variables the condition is computed
+from (found by walking the graph back from the condition to their values)
+and the line of the program.  It builds a graph only: nothing runs, nothing
+compiles.  Any other failure of this extra trace is left for the real runs
+to report.
+
+The same graph tells which quantities of an observed variable's distribution
+are computed from latents (``ProgramGraph.dependence``): the support checks
+of ``edward_lite.checks.support`` use it to test data against bounds given by the
+program's data (``Binomial(total_count=n)``) but not against bounds drawn
+from the prior (``Uniform(0., theta)`` with ``theta`` latent).
+"""
+
+import linecache
+import os
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
+
+from edward_lite.language.random_variable import ControlFlowError, RandomVariable, _control_flow_error
+from edward_lite.language.tracing import trace
+
+__all__ = ["check_python_control_flow", "ProgramGraph"]
+
+# Frames in these directories (TensorFlow's, TFP's, edward_lite's) are not
+# the program's line.
+_LIBRARY_DIRS = tuple(os.path.dirname(f) + os.sep for f in (
+    tf.__file__, tfp.__file__, os.path.dirname(os.path.abspath(__file__))))
+
+
+class ProgramGraph:
+  """What the graph trace of a program tells about its observed variables."""
+
+  def __init__(self, graph=None, latents=None, observed=None):
+    self._graph = graph
+    self._latents = latents or {}
+    self._observed = observed or {}
+
+  def dependence(self, name):
+    """``random(fn) -> bool`` for observed variable ``name``: whether
+    ``fn(distribution)`` (a Tensor, a bijector, any nest of them) is computed
+    from latent values in the program.  True when the trace could not tell."""
+    dist = self._observed.get(name)
+    if dist is None:
+      return lambda fn: True
+
+    def random(fn):
+      try:
+        with self._graph.as_default():
+          parts = tf.nest.flatten(fn(dist), expand_composites=True)
+        if any(isinstance(t, tfp.distributions.Distribution) for t in parts):
+          return True  # not a CompositeTensor: its parameters are hidden
+        return any(_latent_ancestors(t, self._latents)
+                   for t in parts if isinstance(t, tf.Tensor) and hasattr(t, "graph"))
+      except Exception:  # pylint: disable=broad-except
+        return True
+
+    return random
+
+
+def check_python_control_flow(program, args=(), kwargs=None, observed=None):
+  """Raises ``TypeError`` if ``program`` branches in Python on a latent value.
+
+  Args:
+    program: the model, a callable building named random variables.
+    args, kwargs: its arguments.
+    observed: dict name -> value of observed random variables (their values
+      are data: control flow on them is allowed).
+
+  Returns:
+    A ``ProgramGraph`` (empty if the graph trace failed for another reason).
+
+  Raises:
+    TypeError: ``bool()`` of a latent random variable, or of a Tensor
+      computed from one, in ``if``/``while``/``and``/``or``/``not``; the
+      message names the variables and the program line.
+  """
+  observed = observed or {}
+  latents = {}  # (graph id, tensor name) -> random-variable name
+  observed_dists = {}
+
+  def tracer(fn, *fn_args, **fn_kwargs):
+    name = fn_kwargs.get("name")
+    latent = fn_kwargs.get("value") is None and name not in observed
+    if name in observed:
+      fn_kwargs["value"] = observed[name]
+    rv = fn(*fn_args, **fn_kwargs)
+    if not isinstance(rv, RandomVariable) or name is None:
+      return rv
+    if name in observed:
+      observed_dists[name] = rv.distribution
+    elif latent and isinstance(rv.value, tf.Tensor) and hasattr(rv.value, "graph"):
+      latents[_key(rv.value)] = name
+    return rv
+
+  graph = func_graph.FuncGraph("edward_lite_program_check")
+  try:
+    with graph.as_default(), trace(tracer):
+      program(*args, **(kwargs or {}))
+  except ControlFlowError as e:  # bool()/float() of a random variable itself
+    if not e.names:
+      raise
+    _, where = _bool_site(e.__traceback__)
+    raise _control_flow_error(e.names, where) from None
+  except tf.errors.OperatorNotAllowedInGraphError as e:
+    condition, where = _bool_site(e.__traceback__)
+    names = _latent_ancestors(condition, latents) if condition is not None else set()
+    if names:
+      raise _control_flow_error(names, where) from None
+    return ProgramGraph()
+  except Exception:  # pylint: disable=broad-except
+    return ProgramGraph()  # not ours to judge here: the real runs report it
+  return ProgramGraph(graph, latents, observed_dists)
+
+
+def _key(tensor):
+  return id(tensor.graph), tensor.name
+
+
+def _bool_site(tb):
+  """The Tensor that was used as a bool and the program line that did it."""
+  where, condition = "", None
+  while tb is not None:
+    frame = tb.tb_frame
+    if frame.f_code.co_name == "_disallow_bool_casting":
+      condition = frame.f_locals.get("self")
+      break
+    filename = frame.f_code.co_filename
+    if not filename.startswith(_LIBRARY_DIRS) and os.path.basename(filename) != "contextlib.py":
+      line = linecache.getline(filename, tb.tb_lineno).strip()
+      where = f" at {os.path.basename(filename)}:{tb.tb_lineno}" + (f" ({line})" if line else "")
+    tb = tb.tb_next
+  return (condition if isinstance(condition, tf.Tensor) else None), where
+
+
+def _latent_ancestors(tensor, latents):
+  """Names of the latent values ``tensor`` is computed from (graph walk that
+  stops at each latent value and follows captures out of inner graphs)."""
+  found, seen, stack = set(), set(), [tensor]
+  captured = {}  # graph id -> {internal tensor name: external tensor}
+  while stack:
+    t = stack.pop()
+    key = _key(t)
+    if key in seen:
+      continue
+    seen.add(key)
+    if key in latents:
+      found.add(latents[key])
+      continue
+    op = t.op
+    stack.extend(op.inputs)
+    if op.type == "Placeholder" and isinstance(t.graph, func_graph.FuncGraph):
+      gid = id(t.graph)
+      if gid not in captured:
+        captured[gid] = {internal.name: external for external, internal in t.graph.captures}
+      outer = captured[gid].get(t.name)
+      if outer is not None and hasattr(outer, "graph"):
+        stack.append(outer)
+  return found

@@ -1,0 +1,133 @@
+"""Words for a program that fails while it is traced: where (the user's
+line), with which arguments, and the likely cause when it is one a newcomer
+meets (mixed float dtypes, strings given as data, float64 data read from a
+global instead of an argument).  Each hint is empty when it does not apply
+and never raises: it only adds to the error being reported.
+"""
+
+import inspect
+import linecache
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from edward_lite.checks.control_flow import _LIBRARY_DIRS
+
+__all__ = ["is_dtype_conflict", "first_line", "program_site", "describe_arguments",
+           "strings_hint", "outside_data_hint"]
+
+
+def outside_data_hint(program):
+  """Words for float64 NumPy or pandas data the program reads from a global
+  or a closure, which, unlike its arguments, is not converted to the
+  model's dtype; empty if there is none."""
+  try:  # a hint: it must never hide the error it is added to
+    found = _float64_outside_arguments(program)
+  except Exception:  # pylint: disable=broad-except
+    found = []
+  if not found:
+    return ""
+  return (f" The program reads float64 data from outside its arguments ({found}, a global "
+          "or closure variable), which is not converted as arguments are: pass it as an "
+          "argument, or convert it with .astype(np.float32).")
+
+
+def _float64_outside_arguments(program):
+  """Names of the globals and closure variables the program's code (and the
+  functions defined in it) reads that hold float64 NumPy or pandas data."""
+  fn = inspect.unwrap(program)
+  code = getattr(fn, "__code__", None)
+  if code is None:
+    return []
+  names, codes = set(), [code]
+  while codes:
+    c = codes.pop()
+    names.update(c.co_names)
+    codes.extend(k for k in c.co_consts if inspect.iscode(k))
+  values = {n: fn.__globals__[n] for n in names if n in fn.__globals__}
+  for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+    try:
+      values[name] = cell.cell_contents
+    except ValueError:  # an empty cell
+      pass
+
+  def float64(value):
+    if isinstance(value, (np.ndarray, np.floating)):
+      return value.dtype == np.float64
+    if not type(value).__module__.startswith("pandas"):
+      return False
+    dtypes = value.dtypes  # a DataFrame's: a Series of dtypes; a Series': one
+    return any(d == np.float64 for d in (dtypes if value.ndim > 1 else [dtypes]))
+
+  return sorted(n for n, v in values.items() if float64(v))
+
+
+def _named_arguments(program, data):
+  """``[(name, value)]``: the program's arguments, by parameter name where
+  its signature binds them."""
+  try:
+    return list(inspect.signature(program).bind_partial(*data.args,
+                                                        **data.kwargs).arguments.items())
+  except (TypeError, ValueError):
+    return [(f"#{i}", a) for i, a in enumerate(data.args)] + list(data.kwargs.items())
+
+
+def strings_hint(program, data):
+  """Words for string-valued array arguments (labels a user meant as
+  indices), which no numeric op takes; empty if there are none."""
+  names = [repr(n) for n, v in _named_arguments(program, data)
+           if tf.is_tensor(v) and v.dtype == tf.string
+           or isinstance(v, np.ndarray) and (v.dtype.kind in "US" or v.dtype.kind == "O"
+                                             and v.size and isinstance(v.flat[0], str))]
+  if not names:
+    return ""
+  which = (f"argument {names[0]} holds" if len(names) == 1 else
+           f"arguments {', '.join(names)} hold")
+  return (f" ({which} strings, which TensorFlow's math and indexing ops do not take: "
+          "convert them to numbers, labels to integer codes (pandas.factorize(column)[0])")
+
+
+def describe_arguments(program, data):
+  """'x: float32 [3, 5], n: 3' -- the program's arguments as given to it."""
+  parts = []
+  for name, value in _named_arguments(program, data):
+    if tf.is_tensor(value) or isinstance(value, np.ndarray):
+      try:
+        dtype = tf.as_dtype(value.dtype).name
+      except TypeError:  # a NumPy dtype TensorFlow has none for (object)
+        dtype = value.dtype.name
+      parts.append(f"{name}: {dtype} {list(value.shape)}")
+    else:
+      parts.append(f"{name}: {type(value).__name__}")
+  return ", ".join(parts) or "none"
+
+
+def is_dtype_conflict(error):
+  """Whether ``error`` is TensorFlow's complaint about mixed float dtypes."""
+  text = first_line(error)
+  return (("float64" in text and "float32" in text) or "incompatible dtypes" in text or
+          ("float tensor" in text and "double tensor" in text))
+
+
+_OP_PREFIX = re.compile(r"\{\{function_node [^}]*\}\}\s*")  # TensorFlow's op-location prefix
+
+
+def program_site(tb):
+  """' at file.py:12 (code)': the last frame of the failing traceback in the
+  user's code (not TensorFlow's, TFP's or edward_lite's), or ''."""
+  where = ""
+  while tb is not None:
+    filename = tb.tb_frame.f_code.co_filename
+    if not filename.startswith(_LIBRARY_DIRS) and os.path.basename(filename) != "contextlib.py":
+      line = linecache.getline(filename, tb.tb_lineno).strip()
+      where = f" at {os.path.basename(filename)}:{tb.tb_lineno}" + (f" ({line})" if line else "")
+    tb = tb.tb_next
+  return where
+
+
+def first_line(error):
+  """The error's first line, without TensorFlow's op-location prefix."""
+  text = _OP_PREFIX.sub("", str(error)).strip()
+  return text.splitlines()[0][:200] if text else type(error).__name__

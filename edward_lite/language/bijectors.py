@@ -1,0 +1,39 @@
+"""The constraining bijector of a distribution's support.
+
+``support_bijector(dist)`` maps the unconstrained space onto the support of
+``dist``: the latents' transform in ``ed.make_target`` and the observed
+values' support test in ``edward_lite.checks.support`` both use it.
+"""
+
+import tensorflow_probability as tfp
+
+__all__ = ["support_bijector"]
+
+tfd, tfb = tfp.distributions, tfp.bijectors
+
+
+def support_bijector(dist):
+  """Bijector from unconstrained space onto the support of ``dist``, or None.
+
+  TFP's default event-space bijector; for mixtures, for which TFP defines
+  none, the identity when every component lives on the whole real line.
+  None for discrete distributions.
+  """
+  if not dist.dtype.is_floating:
+    return None
+  try:
+    bijector = dist.experimental_default_event_space_bijector()
+  except NotImplementedError:
+    bijector = None
+  if bijector is not None:
+    return bijector
+  if isinstance(dist, tfd.MixtureSameFamily):
+    components = [dist.components_distribution]
+  elif isinstance(dist, tfd.Mixture):
+    components = dist.components
+  else:
+    return None
+  for component in components:
+    if not isinstance(support_bijector(component), tfb.Identity):
+      return None
+  return tfb.Identity()

@@ -1,0 +1,138 @@
+"""The compiled program of a model and kernel, cached across calls.
+
+``Program.get`` returns the ``Target`` of a model with its data and the
+compiled functions the driver calls: the chunk of transitions, the draws of
+initial states and the initial ``ChunkState``.  The cache key is the
+program's code and data by content (``fingerprints.fingerprint``), the kernel's
+settings, the number of chains and the pooling, so a new seed or new run
+lengths reuse the compiled program.
+"""
+
+import collections
+import warnings
+
+import tensorflow as tf
+
+from edward_lite import distribute
+from edward_lite.runtime import fingerprints
+from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
+from edward_lite.model.target import make_target
+
+__all__ = ["Program"]
+
+
+class Program:
+  """A model target and its compiled functions (see the module docstring);
+  a call that cannot be identified by content is built fresh, never cached.
+  ``MAX_CACHED`` programs are kept, the least recently used dropped first."""
+
+  _cache = collections.OrderedDict()
+  MAX_CACHED = 8
+
+  @classmethod
+  def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
+          parallel="data", jit_compile=True, dtype=None):
+    strategy = distribute.resolve(strategy, parallel)
+    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed)
+    key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
+           bool(jit_compile), str(dtype))
+    if fingerprint.key is not None and key in cls._cache:
+      cls._cache.move_to_end(key)
+      return cls._cache[key]
+    target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
+    if strategy is not None:
+      if parallel == "chains" and chains % strategy.num_replicas_in_sync:
+        raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
+                         f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
+      target = distribute.ShardedTarget(target, strategy, parallel, model=model,
+                                        jit_compile=jit_compile)
+    program = cls(target, kernel, fingerprint, jit_compile=jit_compile)
+    if fingerprint.key is not None:
+      cls._cache[key] = program
+      while len(cls._cache) > cls.MAX_CACHED:
+        cls._cache.popitem(last=False)
+    return program
+
+  def __init__(self, target, kernel, fingerprint, jit_compile=True):
+    if not target.names:
+      raise ValueError("The program has no latent variables: every random variable is "
+                       "observed or fixed, so there is nothing to sample.")
+    if target.dtype is None or not target.dtype.is_floating:
+      raise TypeError("MCMC needs all latent variables in one floating dtype; "
+                      f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
+    self.target, self.kernel, self.fingerprint = target, kernel, fingerprint
+    self.compiled = False
+    # A sharded target calls strategy.run, which XLA cannot hold: its
+    # replicas' parts are compiled instead.
+    jit = bool(jit_compile) and not isinstance(target, distribute.ShardedTarget)
+    if jit and target.has_unbounded_loops:
+      warnings.warn("The program has a tf.while_loop without maximum_iterations, whose "
+                    "gradient XLA cannot compile: sampling without XLA (slower); give the "
+                    "loop maximum_iterations= to compile it.", RuntimeWarning, stacklevel=4)
+      jit = False
+    alg = "threefry" if jit else "philox"
+
+    def run_chunk(state, inputs, capacity):
+      with base.random_algorithm(alg):
+        return chunk.run_chunk(target, kernel, state, inputs, capacity)
+
+    self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit)
+    self._draw_initial_fn = tf.function(self._draw_initial)
+    self._initial_chunk_state_fn = tf.function(self._initial_chunk_state)
+    self._concrete = {}
+    self.log_prob = tf.function(target.log_prob_flat)
+
+  def _call(self, fn, *args):
+    """``fn(*args)`` through the concrete function of the argument signature
+    (Tensors by dtype and shape, anything else by value): the polymorphic
+    ``tf.function`` call is slow to match its arguments."""
+    key = (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
+                        for t in tf.nest.flatten(args))
+    if key not in self._concrete:
+      self._concrete[key] = fn.get_concrete_function(*args)
+    return self._concrete[key](*args)
+
+  def run_chunk(self, state, inputs, capacity):
+    """The compiled ``chunk.run_chunk`` of this target and kernel."""
+    return self._call(self._run_chunk_fn, state, inputs, capacity)
+
+  def draw_initial(self, init, chains, seed, radius, attempt):
+    return self._call(self._draw_initial_fn, init, chains, seed, radius, attempt)
+
+  def initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
+    """The ``ChunkState`` of a new run (one call instead of ~20 eager ops)."""
+    return self._call(self._initial_chunk_state_fn, u, step_size, chains, pooled, dense,
+                      batch_size)
+
+  def _initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
+    dtype, dim = self.target.dtype, self.target.dim
+    pool_step, pool_metric = adaptation.pool_flags(pooled)
+    step_shape = [1, 1] if pool_step is True else [chains, 1]
+    return chunk.ChunkState(
+        u=u, z=u, scale=metric.identity_scale(dim, chains, pool_metric, dense, dtype),
+        dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
+        metric=adaptation.welford_init([chains, dim], dtype, dense),
+        kernel_adapt=self.kernel.adapt_init(chains, dtype),
+        stream=streaming.stream_init(chains, self.target.constrained_dim, dtype,
+                                     batch_size=batch_size))
+
+  def _draw_initial(self, init, chains, seed, radius, attempt):
+    """Initial states ``[C, D]`` for ``init`` "uniform" (on ``[-radius,
+    radius]``) or "prior", drawn from ``fold_in(seed, -1 - attempt)``, and
+    their log densities ``[C]``: one call per attempt."""
+    target = self.target
+    init_seed = tf.random.experimental.stateless_fold_in(seed, -1 - attempt)
+    if init == "prior":
+      u = target.flatten(target.unconstrain(target.sample_prior(chains, init_seed)))
+    else:
+      u = tf.random.stateless_uniform([chains, target.dim], init_seed, -radius, radius,
+                                      dtype=target.dtype)
+    return u, target.log_prob_flat(u)
+
+  def state_template(self, chains, pooled, dense=False):
+    """A ``ChunkState`` of the right structure, shapes and dtypes (values
+    arbitrary): what a checkpoint's arrays are packed into."""
+    target = self.target
+    return self.initial_chunk_state(tf.zeros([chains, target.dim], target.dtype),
+                                    tf.constant(1., target.dtype), chains, pooled, dense,
+                                    tf.constant(1))

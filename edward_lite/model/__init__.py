@@ -1,0 +1,8 @@
+"""The target: a program and its data turned into a log density over
+unconstrained, chain-batched state (``make_target``), with the model's data,
+traced structure, layout, interpreter, per-chain gradient, ``init=`` values
+and forward simulation."""
+
+from edward_lite.model.target import Density, Target, make_target
+
+__all__ = ["Density", "Target", "make_target"]

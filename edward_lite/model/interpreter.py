@@ -1,0 +1,156 @@
+"""One run of a traced program at given latent values (one chain, unbatched).
+
+``run(target, values, mode)`` runs the program with every latent's value
+set from ``values``, every observed one from the data, and sums the
+log-probability terms.  The mode says what ``values`` are:
+
+* ``Mode.UNCONSTRAINED``: ``u``, mapped to ``x = b(u)`` by the bijector of
+  each latent's distribution *as built in this run* (so a support that
+  depends on other latents, ``Uniform(0., tau)``, is right); the log density
+  is ``log p(x(u), y) + log |det dx/du|`` -- what samplers need;
+* ``Mode.CONSTRAINED``: ``x``, mapped to ``u = b^-1(x)``; the log density is
+  the log joint ``log p(x, y)``, with no Jacobian.
+
+Observed terms are multiplied by the data's ``likelihood_scale``, the
+others (Jacobians too) by its ``prior_scale``.  Batching over chains
+(``tf.vectorized_map``) and gradients are the caller's: ``Target`` and
+``per_chain_gradient``.
+
+``pointwise`` runs the program at constrained values for the elementwise
+log-likelihood (LOO, WAIC) and the ``ed.Deterministic`` values.
+"""
+
+import enum
+from typing import Dict, NamedTuple
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from edward_lite.language.bijectors import support_bijector
+from edward_lite.model.structure import require_name
+from edward_lite.language.random_variable import DeferredValue
+from edward_lite.language.tracing import trace
+
+__all__ = ["Mode", "RunResult", "run", "pointwise", "log_prob_term"]
+
+tfd = tfp.distributions
+
+
+class Mode(enum.Enum):
+  """What the values given to ``run`` are (see the module docstring)."""
+  UNCONSTRAINED = "unconstrained"
+  CONSTRAINED = "constrained"
+
+
+class RunResult(NamedTuple):
+  """One run's results.
+
+  ``log_prob``: the scalar sum of ``terms``; ``terms``: name -> scalar term
+  (each random variable's, and ``"<latent> (Jacobian)"`` in the
+  unconstrained mode), in program order; ``constrained`` / ``unconstrained``:
+  latent name -> value; ``variables``: name -> the run's ``RandomVariable``.
+  """
+  log_prob: tf.Tensor
+  terms: Dict[str, tf.Tensor]
+  constrained: Dict[str, tf.Tensor]
+  unconstrained: Dict[str, tf.Tensor]
+  variables: Dict[str, object]
+
+
+def run(target, values, mode=Mode.UNCONSTRAINED):
+  """Runs ``target``'s program once at latent ``values`` (name -> Tensor).
+
+  ``target`` gives ``structure``, ``model_data`` and ``call_program``.
+  Raises ValueError if the run's random variables differ from the traced
+  structure (stochastic control flow, a repeated name).
+  """
+  structure, data = target.structure, target.model_data
+  constrained, unconstrained, named_terms, variables = {}, {}, {}, {}
+
+  def set_latent(name, dist):
+    bijector = support_bijector(dist)
+    value = tf.convert_to_tensor(values[name], dtype=dist.dtype)
+    if mode is Mode.UNCONSTRAINED:
+      u, x = value, bijector.forward(value)
+      term = tf.reduce_sum(bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank))
+      named_terms[f"{name} (Jacobian)"] = _scaled(term, data.prior_scale)
+    else:
+      u, x = bijector.inverse(value), value
+    constrained[name], unconstrained[name] = x, u
+    return x
+
+  def tracer(fn, *args, **kwargs):
+    name = require_name(fn, kwargs)
+    role = structure.role(name, data.observed)
+    if name in variables or role is None:
+      raise ValueError(
+          f"Random variable '{name}' appeared in this run of the program but "
+          "not as expected from make_target's trace (stochastic control flow "
+          "or a repeated name).")
+    if role == "observed":
+      kwargs["value"] = data.observed[name]
+    elif role == "latent":
+      kwargs["value"] = DeferredValue(lambda dist: set_latent(name, dist))
+    rv = variables[name] = fn(*args, **kwargs)
+    if role != "deterministic":
+      named_terms[name] = _scaled(tf.reduce_sum(log_prob_term(rv.distribution, rv.value)),
+                                  data.scale_of(role == "observed"))
+    return rv
+
+  with trace(tracer):
+    target.call_program()
+  missing = [n for n in structure.latents if n not in variables]
+  if missing:
+    raise ValueError(f"Latent random variable(s) {missing} did not appear in "
+                     "this run of the program (stochastic control flow).")
+  return RunResult(tf.add_n(list(named_terms.values())), named_terms, constrained,
+                   unconstrained, variables)
+
+
+def pointwise(target, values):
+  """One run at constrained latent ``values`` (unbatched): each observed
+  variable's elementwise log-likelihood ``log p(y_i | x)`` (shape
+  ``sample_shape + batch_shape``: one entry per observation) and each
+  ``ed.Deterministic``'s value.  Returns ``(log_lik dict, deterministic dict)``."""
+  observed, deterministic_names = target.model_data.observed, target.structure.deterministic
+  log_lik, deterministic = {}, {}
+
+  def tracer(fn, *args, **kwargs):
+    name = kwargs.get("name")
+    if name in observed:
+      kwargs["value"] = observed[name]
+    elif name in values:
+      kwargs["value"] = values[name]
+    rv = fn(*args, **kwargs)
+    if name in observed:
+      log_lik[name] = rv.distribution.log_prob(rv.value)
+    elif name in deterministic_names:
+      deterministic[name] = rv.value
+    return rv
+
+  with trace(tracer):
+    target.call_program()
+  return log_lik, deterministic
+
+
+def _scaled(term, scale):
+  return term if scale is None else term * tf.cast(scale, term.dtype)
+
+
+def log_prob_term(dist, value):
+  """``dist.log_prob(value)``, by a shorter formula where one is known.
+
+  A ``Bernoulli`` given by logits ``l``: ``log p(y) = -softplus-cross-entropy
+  = y l - softplus(l)``, as ``tf.nn.sigmoid_cross_entropy_with_logits``.
+  Inside the per-chain program that ``vectorized_map`` batches, TFP's general
+  form is markedly slower under XLA, and the logistic regression is the most
+  common data-heavy likelihood.
+  """
+  if type(dist) is tfd.Bernoulli and dist.logits is not None:  # pylint: disable=unidiomatic-typecheck
+    logits = tf.convert_to_tensor(dist.logits)
+    labels = tf.cast(value, logits.dtype)
+    shape = tf.broadcast_static_shape(logits.shape, labels.shape)
+    if shape.is_fully_defined():
+      return -tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.broadcast_to(labels, shape), logits=tf.broadcast_to(logits, shape))
+  return dist.log_prob(value)

@@ -1,0 +1,452 @@
+"""The model target: a program and its data turned into a log density.
+
+``make_target(program, *args, observed={...}, **kwargs)`` traces ``program``
+once (twice, to check its structure is fixed) and builds a ``Target`` that
+every inference algorithm consumes.  A target is four small pieces:
+
+* ``model_data`` (``model_data.ModelData``): the arguments, observed values
+  and term scales one run reads; ``with_data`` swaps it (a minibatch, a data
+  shard) without re-tracing;
+* ``structure`` (``model_structure.Structure``): the latents -- named random
+  variables neither observed nor fixed inside the program -- with their
+  shapes, dtypes and constraining bijectors, and the fixed and deterministic
+  ones;
+* ``layout`` (``layout.Layout``): flat ``[C, D]`` states and their dict views;
+* one run of the program (``interpreter.run``), batched over chains with the
+  per-chain gradient of ``per_chain_gradient.log_density``.
+
+``log_prob(state)`` over *unconstrained*, chain-batched state
+``{name: u[C, *U_name]}`` returns ``[C]`` values of
+
+    log p(x(u), y) + log |det dx/du|,   x_name = b_name(u_name),
+
+where ``b_name`` is the default event-space bijector of the distribution of
+``name`` *as built in that run*, so supports that depend on other latents
+(``Uniform(0., tau)``) are handled.  The program is written for one draw;
+one call evaluates thousands of chains, inside
+``tf.function(jit_compile=True)`` too.
+
+All input checks happen in ``make_target``, before any compiled work.
+"""
+
+import copy
+import inspect
+from typing import Protocol, runtime_checkable
+
+import tensorflow as tf
+
+from edward_lite.language import dtypes
+from edward_lite.model import per_chain_gradient, simulation
+from edward_lite.language.bijectors import support_bijector
+from edward_lite.model.interpreter import Mode, log_prob_term, pointwise, run
+from edward_lite.model.layout import Layout
+from edward_lite.model.data import call_program
+from edward_lite.model.structure import LatentInfo, trace_model
+
+__all__ = ["Target", "make_target", "LatentInfo", "Mode", "Density", "flat_value_and_gradient",
+           "support_bijector", "log_prob_term"]
+
+
+def make_target(program, *args, observed=None, structure_checks=2, dtype=None, **kwargs):
+  """Builds the inference target of ``program(*args, **kwargs)`` given data.
+
+  Args:
+    program: callable building named random variables.
+    *args: positional arguments of ``program`` (NumPy arrays become Tensors).
+    observed: dict from random-variable name to observed value.
+    structure_checks: how many times the program is run with prior draws to
+      check that its set of latent variables and their shapes are fixed.
+    dtype: the model's floating dtype (default ``tf.float32``): NumPy and
+      Python floating data and the float literals of the program's
+      random-variable constructors are converted to it (``ed.dtypes``);
+      ``tf.float64`` runs the whole model in double precision.  A program
+      with a ``dtype`` parameter of its own receives it as well.
+    **kwargs: keyword arguments of ``program``.
+
+  Returns:
+    A ``Target``.
+  """
+  if dtype is not None and _takes_parameter(program, "dtype"):
+    kwargs["dtype"] = dtype  # the program's own dtype parameter gets it too
+  return Target(program, args, kwargs, observed, structure_checks, dtype)
+
+
+def _takes_parameter(fn, name):
+  try:
+    return name in inspect.signature(fn).parameters
+  except (TypeError, ValueError):
+    return False
+
+
+@runtime_checkable
+class Density(Protocol):
+  """What samplers and optimizers use of a target; ``Target`` and
+  ``distribute.ShardedTarget`` implement it.  ``C`` chains, ``D`` the
+  unconstrained dimension."""
+  names: tuple
+  latents: dict
+  dim: int
+  dtype: tf.DType
+  layout: Layout
+
+  def log_prob(self, state):
+    """``[C]`` log density at unconstrained state ``{name: [C, *U]}``."""
+
+  def log_prob_flat(self, flat):
+    """``[C]`` log density at ``[C, D]``."""
+
+  def log_joint(self, values):
+    """``[C]`` log p(x, data) at constrained values ``{name: [C, *S]}``."""
+
+  def value_and_gradient_flat(self, flat):
+    """``(log_prob [C], gradient [C, D])``."""
+
+  def with_data(self, args=None, kwargs=None, observed=None, likelihood_scale=None):
+    """The same density on other data (a minibatch)."""
+
+
+class Target:
+  """Log density of a program's latent variables over unconstrained state.
+
+  Build with ``ed.make_target``.  Shapes: ``C`` is the chain (batch)
+  dimension, ``U_n`` the unconstrained shape of latent ``n``, ``D`` the total
+  unconstrained dimension ``sum_n prod(U_n)``.
+  """
+
+  def __init__(self, program, args=(), kwargs=None, observed=None,
+               structure_checks=2, dtype=None):
+    # dtype None: data keep their dtypes unless they conflict with the
+    # program's (then floating NumPy data become float32); else the model's.
+    self._float = None if dtype is None else dtypes.check_float_dtype(dtype)
+    self._program = program
+    self._data, self._structure = trace_model(program, args, kwargs or {}, observed,
+                                              structure_checks, self._float)
+    self._layout = Layout(self._structure.latents)
+    self._loops = None  # (has loops, has unbounded loops), found on first use
+
+  # -- the pieces -------------------------------------------------------------
+
+  @property
+  def program(self):
+    """The model program."""
+    return self._program
+
+  @property
+  def model_data(self):
+    """The ``ModelData`` each run reads."""
+    return self._data
+
+  @property
+  def structure(self):
+    """The ``Structure``: latents, fixed and deterministic variables."""
+    return self._structure
+
+  @property
+  def layout(self):
+    """The ``Layout`` of the latents (flat and dict views)."""
+    return self._layout
+
+  def call_program(self):
+    """Runs the program on this target's data in the model's floating dtype
+    (inside a tracer, to intercept its random variables)."""
+    return call_program(self._program, self._data, self._float)
+
+  def retrace(self, args, kwargs, observed, structure_checks=1):
+    """A new target of the same program and dtype on other data, traced and
+    checked again (unlike ``with_data``)."""
+    return Target(self._program, args, kwargs, observed, structure_checks, self._float)
+
+  # -- static description -----------------------------------------------------
+
+  @property
+  def names(self):
+    """Latent variable names, in program order."""
+    return self._layout.names
+
+  @property
+  def deterministic_names(self):
+    """Names of the ``ed.Deterministic`` variables, in program order."""
+    return tuple(self._structure.deterministic)
+
+  @property
+  def latents(self):
+    """OrderedDict name -> ``LatentInfo``."""
+    return self._structure.latents.copy()
+
+  @property
+  def observed(self):
+    """Observed values (Tensors), by name."""
+    return dict(self._data.observed)
+
+  @property
+  def data(self):
+    """``(args, kwargs, observed)``: the program's arguments (converted) and
+    the observed values."""
+    return tuple(self._data.args), dict(self._data.kwargs), dict(self._data.observed)
+
+  @property
+  def fixed(self):
+    """Values fixed inside the program (``value=``, ``ed.condition``)."""
+    return dict(self._structure.fixed)
+
+  @property
+  def dtype(self):
+    """The common dtype of the latents (None if they differ)."""
+    return self._layout.dtype
+
+  @property
+  def dim(self):
+    """Total unconstrained dimension ``D``."""
+    return self._layout.dim
+
+  @property
+  def constrained_dim(self):
+    """Total constrained dimension ``sum_n prod(shape_n)``."""
+    return self._layout.constrained_dim
+
+  def __repr__(self):
+    parts = ", ".join(f"{n}: {i.distribution}{i.shape.as_list()}"
+                      for n, i in self._structure.latents.items())
+    return (f"<ed.Target latents=({parts}) observed={list(self._data.observed)} "
+            f"dim={self.dim}>")
+
+  @property
+  def has_loops(self):
+    """Whether one run of the program holds a loop (a ``While`` op, e.g.
+    from ``tf.scan``, ``tf.while_loop`` or a TFP distribution that loops in
+    ``log_prob``); decides how gradients are batched over chains."""
+    if self._loops is None:
+      spec = {n: tf.TensorSpec(i.unconstrained_shape, i.dtype)
+              for n, i in self._structure.latents.items()}
+      graph = tf.function(self.density_fn()).get_concrete_function(spec).graph
+      graph_def = graph.as_graph_def()
+      ops = {n.op for n in graph_def.node}
+      ops.update(n.op for f in graph_def.library.function for n in f.node_def)
+      self._loops = (bool(ops & {"While", "StatelessWhile"}), any(
+          op.type in ("While", "StatelessWhile") and _is_minus_one(op.inputs[1])
+          for op in graph.get_operations()))
+    return self._loops[0]
+
+  @property
+  def has_unbounded_loops(self):
+    """Whether the program holds a ``tf.while_loop`` without
+    ``maximum_iterations``: XLA cannot compile its gradient, so such a
+    program runs without XLA."""
+    return self.has_loops and self._loops[1]
+
+  # -- one chain ----------------------------------------------------------------
+
+  def run(self, values, mode=Mode.UNCONSTRAINED):
+    """One run at one chain's latent ``values`` (``interpreter.run``)."""
+    return run(self, values, mode)
+
+  def density_fn(self, mode=Mode.UNCONSTRAINED):
+    """One chain's log density, ``values -> scalar``: ``log_prob``'s
+    (unconstrained) or ``log_joint``'s (constrained)."""
+    return lambda values: run(self, values, mode).log_prob
+
+  def pointwise(self, values):
+    """One chain's ``(log-likelihood dict, deterministic dict)`` at
+    constrained ``values`` (``interpreter.pointwise``)."""
+    return pointwise(self, values)
+
+  def simulate(self, values, seed):
+    """Runs the program once with ``values`` (constrained, unbatched) for the
+    latents they name; every other random variable that the program does not
+    fix is drawn (``simulation.simulate``).  Returns name -> value."""
+    return simulation.simulate(self.call_program, values, seed)
+
+  # -- chain-batched densities ------------------------------------------------
+
+  def _density(self, state, mode):
+    if not self._structure.latents:
+      raise ValueError("The program has no latent variables: nothing to infer.")
+    return per_chain_gradient.log_density(self.density_fn(mode), state, self.has_loops)
+
+  def log_prob(self, state):
+    """Log density at unconstrained, chain-batched state.
+
+    Args:
+      state: dict ``name -> u[C, *U_name]`` (or a list in ``names`` order).
+
+    Returns:
+      ``[C]`` Tensor: ``log p(x(u), data) + log|det dx/du|`` per chain.  Its
+      gradient is computed per chain inside the vectorized program (first
+      derivatives only).
+    """
+    return self._density(self._layout.as_dict(state), Mode.UNCONSTRAINED)
+
+  def log_joint(self, values):
+    """``log p(x, data)`` at constrained, batched values (no Jacobian).
+
+    Args:
+      values: dict ``name -> x[C, *shape_name]`` for every latent.
+
+    Returns:
+      ``[C]`` Tensor; its gradient is computed per draw, as ``log_prob``'s.
+    """
+    return self._density(self._layout.as_dict(values, constrained=True), Mode.CONSTRAINED)
+
+  def value_and_gradient(self, state):
+    """``(log_prob [C], gradient dict name -> [C, *U_name])``."""
+    state = self._layout.as_dict(state)
+    if not self._structure.latents:
+      raise ValueError("The program has no latent variables: nothing to infer.")
+    return per_chain_gradient.batched_value_and_gradient(self.density_fn(), state,
+                                                         self.has_loops)
+
+  def log_prob_flat(self, flat):
+    """``log_prob`` of a flat ``[C, D]`` state; returns ``[C]``."""
+    return self.log_prob(self.unflatten(flat))
+
+  def value_and_gradient_flat(self, flat):
+    """``(log_prob [C], gradient [C, D])`` of a flat state."""
+    return flat_value_and_gradient(self, flat)
+
+  def log_det_jacobian_flat(self, flat):
+    """``log|det dx/du|`` of the constraining bijectors at ``[C, D]``; ``[C]``."""
+    def one(values):
+      terms = run(self, values).terms
+      return tf.add_n([terms[f"{n} (Jacobian)"] for n in self.names])
+    return tf.vectorized_map(one, self.unflatten(flat))
+
+  def log_prob_terms_flat(self, flat):
+    """Each random variable's log-probability term at ``[C, D]``.
+
+    Returns:
+      dict ``name -> [C]`` in program order (observed terms scaled as in
+      ``log_prob``), plus ``"<latent> (Jacobian)"`` entries; they sum to
+      ``log_prob_flat(flat)``.
+    """
+    return tf.vectorized_map(lambda values: run(self, values).terms, self.unflatten(flat))
+
+  # -- spaces and layouts -------------------------------------------------------
+
+  def constrain(self, state):
+    """Unconstrained state ``{name: u[C, *U]}`` -> constrained ``{name: x[C, *shape]}``."""
+    return tf.vectorized_map(lambda s: run(self, s).constrained, self._layout.as_dict(state))
+
+  def unconstrain(self, values):
+    """Constrained values ``{name: x[C, *shape]}`` -> unconstrained ``{name: u[C, *U]}``."""
+    values = self._layout.as_dict(values, constrained=True)
+    return tf.vectorized_map(lambda v: run(self, v, Mode.CONSTRAINED).unconstrained, values)
+
+  def flatten(self, state):
+    """Unconstrained state dict -> ``[C, D]`` (latents in ``names`` order)."""
+    return self._layout.flatten(state)
+
+  def unflatten(self, flat):
+    """``[C, D]`` -> unconstrained state dict ``{name: [C, *U_name]}``."""
+    return self._layout.unflatten(flat)
+
+  def constrain_flat(self, flat):
+    """``[C, D]`` unconstrained -> ``[C, D_c]`` constrained, latents in ``names`` order."""
+    return self._layout.flatten_constrained(self.constrain(self.unflatten(flat)),
+                                            tf.shape(flat)[0])
+
+  def split_constrained(self, flat):
+    """NumPy ``[..., D_c]`` -> dict ``name -> [..., *shape_name]``."""
+    return self._layout.split_constrained(flat)
+
+  # -- draws ------------------------------------------------------------------------
+
+  def log_likelihood(self, values):
+    """Pointwise log-likelihood of every observed variable at draws.
+
+    Args:
+      values: dict ``name -> [S, *shape]`` of constrained latent draws.
+
+    Returns:
+      dict ``observed name -> NumPy [S, *obs_shape]``: ``log p(y_i | x_s)``
+      per draw ``s`` and observation ``i`` (the observation axes are the
+      variable's sample and batch axes; an event is one observation),
+      computed in one compiled pass (``simulation.map_draws``).
+    """
+    values = {n: values[n] for n in self.names}
+    return simulation.map_draws(lambda v: pointwise(self, v)[0], values)
+
+  def deterministic(self, values):
+    """The ``ed.Deterministic`` variables at draws: dict ``name -> NumPy
+    [S, *shape]`` from latent draws ``name -> [S, *shape]`` (constrained)."""
+    if not self._structure.deterministic:
+      return {}
+    values = {n: values[n] for n in self.names}
+    return simulation.map_draws(lambda v: pointwise(self, v)[1], values)
+
+  def sample_prior(self, chains, seed):
+    """Prior draws of the latents: dict ``name -> [chains, *shape]`` (constrained).
+
+    Args:
+      chains: number of draws.
+      seed: stateless seed, a shape-[2] int Tensor or an int.
+    """
+    seeds = tf.random.experimental.stateless_split(simulation.seed_tensor(seed), chains)
+    draws = tf.vectorized_map(lambda s: self.simulate({}, s), seeds)
+    return {n: draws[n] for n in self.names}
+
+  def predict(self, values, seed):
+    """Simulates the program at given latent values (e.g. posterior draws).
+
+    Args:
+      values: dict ``name -> [N, *shape]`` of constrained values for the
+        latents (all of them).
+      seed: stateless seed.
+
+    Returns:
+      dict ``name -> [N, ...]`` for every random variable of the program,
+      observed ones redrawn: the (posterior) predictive distribution.
+    """
+    values = self._layout.as_dict(values, constrained=True)
+    count = tf.shape(next(iter(values.values())))[0]
+    seeds = tf.random.experimental.stateless_split(simulation.seed_tensor(seed), count)
+    return tf.vectorized_map(lambda args: self.simulate(args[0], args[1]), (values, seeds))
+
+  # -- other data -------------------------------------------------------------------
+
+  def with_data(self, args=None, kwargs=None, observed=None, likelihood_scale=None,
+                prior_scale=None):
+    """The same target on other data, e.g. a minibatch, without re-tracing.
+
+    Args:
+      args, kwargs: replacement program arguments (None keeps the current).
+      observed: dict replacing some observed values (same names).
+      likelihood_scale: multiplies every observed random variable's
+        log-probability term, e.g. ``N / B`` for a minibatch of ``B`` of
+        ``N`` exchangeable observations, which keeps the log density (and
+        the ELBO) unbiased: ``E_batch[log p_batch] = log p``.
+      prior_scale: multiplies every other term (latent log-densities and
+        Jacobians), e.g. ``1 / R`` on each of ``R`` data shards so that their
+        sum counts the prior once.
+
+    Returns:
+      A ``Target`` sharing this one's latents.  Shapes are not re-checked:
+      check once eagerly with ``make_target`` (or ``retrace``) on a batch.
+    """
+    data = self._data
+    if observed:
+      unknown = [n for n in observed if n not in data.observed]
+      if unknown:
+        raise ValueError(f"with_data: {unknown} are not observed variables of the target; "
+                         f"they are {list(data.observed)}.")
+    other = copy.copy(self)
+    other._data = data.replace(  # pylint: disable=protected-access
+        args=data.args if args is None else tuple(args),
+        kwargs=data.kwargs if kwargs is None else dict(kwargs),
+        observed={**data.observed, **(observed or {})},
+        likelihood_scale=likelihood_scale, prior_scale=prior_scale)
+    return other
+
+
+def flat_value_and_gradient(density, flat):
+  """``(log_prob [C], gradient [C, D])`` of ``density.log_prob_flat`` at ``flat``."""
+  flat = tf.convert_to_tensor(flat, dtype=density.dtype)
+  with tf.GradientTape() as tape:
+    tape.watch(flat)
+    lp = density.log_prob_flat(flat)
+  return lp, tape.gradient(lp, flat)
+
+
+def _is_minus_one(tensor):
+  """True if ``tensor`` is the constant -1 (a while loop's absent maximum)."""
+  value = tf.get_static_value(tensor)
+  return value is not None and int(value) == -1
