@@ -41,6 +41,12 @@ class TFPNUTS(Kernel):
   def state(self, kstate):
     return kstate[0]
 
+  has_gradients = True  # warmup estimates the metric from draws and gradients
+
+  def gradient(self, kstate):
+    grad = kstate[1].grads_target_log_prob
+    return grad[0] if isinstance(grad, (list, tuple)) else grad
+
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
     del step, adapt_state
     z, results = kstate

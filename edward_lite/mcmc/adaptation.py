@@ -32,7 +32,8 @@ import tensorflow as tf
 
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
-           "welford_covariance",
+           "welford_covariance", "MetricMoments", "metric_moments_init",
+           "metric_moments_update",
            "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update"]
 
 DualAveragingState = collections.namedtuple(
@@ -83,6 +84,28 @@ def welford_update(state, x):
   if state.m2.shape.rank == 3:  # dense: sum of (x - mean_old)(x - mean_new)^T
     return WelfordState(count, mean, state.m2 + delta[:, :, None] * (x - mean)[:, None, :])
   return WelfordState(count, mean, state.m2 + delta * (x - mean))
+
+
+class MetricMoments(collections.namedtuple("MetricMoments", ["draws", "grads"])):
+  """A window's per-chain Welford moments of the unconstrained draws ``u``
+  and of the log density's gradients in ``u`` (``grads`` is not updated by
+  kernels without gradients)."""
+
+
+METRIC_MOMENTS_CHAIN_AXES = MetricMoments(WELFORD_CHAIN_AXES, WELFORD_CHAIN_AXES)
+
+
+def metric_moments_init(chains, dim, dtype, dense):
+  """Empty moments ``[C, D]`` (``[C, D, D]`` with ``dense``) of both."""
+  return MetricMoments(welford_init([chains, dim], dtype, dense),
+                       welford_init([chains, dim], dtype, dense))
+
+
+def metric_moments_update(moments, u, grad):
+  """Adds one draw ``u [C, D]`` and its gradient ``grad [C, D]`` (None:
+  the draws only) per chain."""
+  grads = moments.grads if grad is None else welford_update(moments.grads, grad)
+  return MetricMoments(welford_update(moments.draws, u), grads)
 
 
 def welford_covariance(state):

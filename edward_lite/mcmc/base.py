@@ -1,9 +1,9 @@
 """The kernel contract and what MCMC kernels share.
 
 The sampler hands each kernel a *preconditioned* log density: with the
-diagonal inverse metric ``diag(s^2)`` adapted in warmup, a kernel sees
-``f(z) = log p(s * z)``, so identity-metric dynamics in ``z`` are the
-metric-``diag(s^-2)`` dynamics in the unconstrained space.  A kernel
+inverse metric ``A A^T`` adapted in warmup (``metric.py``), a kernel sees
+``f(z) = log p(A z)``, so identity-metric dynamics in ``z`` are the
+metric-``(A A^T)^{-1}`` dynamics in the unconstrained space.  A kernel
 (``Kernel``) is a small object with explicit state over a flat,
 chain-batched ``z[C, D]``:
 
@@ -17,6 +17,7 @@ chain-batched ``z[C, D]``:
 * ``state(kstate) -> z``;
 * the facts the sampler asks: ``default_target_accept(dim)``,
   ``initial_step_size(dim)``, ``adapts_step_size``, ``shared_metric``,
+  ``has_gradients`` (then ``gradient(kstate)``),
   ``supports_rounds`` (then ``run_rounds``), and the adaptation hooks
   ``adapt_init`` / ``adapt_update`` / ``finalize_adaptation`` /
   ``trajectory_length``.
@@ -133,6 +134,9 @@ class Kernel:
 
   # Whether warmup adapts the step size (RWMH(adapt=False) keeps its scale).
   adapts_step_size = True
+  # Whether ``gradient(kstate)`` gives the log density's gradient at the
+  # state, from which warmup estimates the metric (``metric_update``).
+  has_gradients = False
   # The power mean of the bulk's acceptances that its shared step size is
   # tuned on (``adaptation.step_size_update``): harmonic for gradient-based
   # kernels, whose acceptances sit close together unless the posterior's
@@ -156,6 +160,11 @@ class Kernel:
   def __repr__(self):
     args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
     return f"{type(self).__name__}({args})"
+
+  def gradient(self, kstate):
+    """The gradient of the log density at the state ``[C, D]`` (in ``z``),
+    for kernels with ``has_gradients``."""
+    raise NotImplementedError(f"the {self.name} kernel has no gradients")
 
   # Adaptation hooks (only ChEES adapts more than step size and metric).
   def adapt_init(self, chains, dtype):
@@ -191,6 +200,11 @@ GradState = collections.namedtuple("GradState", ["z", "log_prob", "grad"])
 class GradientKernel(Kernel):
   """A kernel whose state is a ``GradState``: the chains' position with its
   log density and gradient (HMC, ChEES, NUTS)."""
+
+  has_gradients = True
+
+  def gradient(self, kstate):
+    return kstate.grad
 
   def init(self, z, fn, step_size):
     del step_size

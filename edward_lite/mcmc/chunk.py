@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.mcmc import adaptation, base, streaming
-from edward_lite.mcmc.metric import to_u
+from edward_lite.mcmc.metric import Metric, grad_to_u, to_u
 
 __all__ = ["ChunkState", "ChunkInputs", "run_chunk", "ROUNDS_MIN_CHAINS"]
 
@@ -29,12 +29,13 @@ class ChunkState(NamedTuple):
   """The state a chunk carries from one call to the next."""
   u: tf.Tensor             # the chains' unconstrained states [C, D]
   # The same in the preconditioned space the kernel moves in (u = to_u(z,
-  # scale)), carried so that a chunk boundary does not round-trip z through
+  # metric)), carried so that a chunk boundary does not round-trip z through
   # u, which would make the draws depend on the chunking by round-off.
   z: tf.Tensor
-  scale: tf.Tensor         # the metric's scale: [1 or C, D], or dense [1, D, D]
+  metric: Metric           # the preconditioning (metric.py)
   dual_avg: adaptation.DualAveragingState  # step sizes, [1 or C, 1] each
-  metric: adaptation.WelfordState          # the window's moments per chain
+  moments: adaptation.MetricMoments        # this window's moments per chain
+  previous: adaptation.MetricMoments       # the previous window's
   kernel_adapt: object     # the kernel's own adaptation (one for all chains)
   stream: streaming.StreamState            # streaming statistics per chain
 
@@ -45,9 +46,10 @@ class ChunkState(NamedTuple):
     ``adaptation.pool_flags``."""
     step_axis = None if pool_step is True else 0
     return ChunkState(
-        u=0, z=0, scale=None if pool_metric or self.scale.shape.rank == 3 else 0,
+        u=0, z=0, metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
         dual_avg=tf.nest.map_structure(lambda _: step_axis, self.dual_avg),
-        metric=adaptation.WELFORD_CHAIN_AXES,
+        moments=adaptation.METRIC_MOMENTS_CHAIN_AXES,
+        previous=adaptation.METRIC_MOMENTS_CHAIN_AXES,
         kernel_adapt=tf.nest.map_structure(lambda _: None, self.kernel_adapt),
         stream=streaming.STREAM_CHAIN_AXES)
 
@@ -86,12 +88,12 @@ def run_chunk(target, kernel, state, inputs, capacity):
   """
   (final_step, seed, start, n, adapt_step, share, collect, sampling, keep, thin,
    target_accept, split_at) = inputs
-  scale = state.scale
+  metric = state.metric
   dtype = state.u.dtype
   chains = state.u.shape[0]
 
   def log_prob(z):
-    return target.log_prob_flat(to_u(z, scale))
+    return target.log_prob_flat(to_u(z, metric))
 
   stat_dtypes = base.TransitionInfo.dtypes(dtype)
   buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
@@ -99,7 +101,8 @@ def run_chunk(target, kernel, state, inputs, capacity):
   step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
   kstate = kernel.init(state.z, log_prob, step0)
   totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
-                accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32))
+                accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32),
+                log_prob=tf.zeros([chains], dtype), log_prob_sq=tf.zeros([chains], dtype))
 
   def one_step(i, kstate, step_size, kadapt):
     """One kernel step: the new kernel state, the chains' states ``z`` and
@@ -109,7 +112,7 @@ def run_chunk(target, kernel, state, inputs, capacity):
         seed, t), log_prob, step=t, adapt_state=kadapt)
     return kstate, kernel.state(kstate), info
 
-  def body(i, kstate, dual_avg, metric, kadapt, acc, buffers, totals, transition):
+  def body(i, kstate, dual_avg, moments, kadapt, acc, buffers, totals, transition):
     """One transition and its bookkeeping.  A chunk is all warmup or all
     sampling; the flags select (``tf.where``: a ``tf.cond`` per
     transition costs more than elementwise work), except around the step
@@ -120,8 +123,10 @@ def run_chunk(target, kernel, state, inputs, capacity):
         n_grads=totals["n_grads"] + info.n_grads,
         diverging=totals["diverging"] + tf.cast(info.diverging, tf.int32),
         accept_prob=totals["accept_prob"] + info.accept_prob,
-        max_depth=tf.maximum(totals["max_depth"], info.tree_depth))
-    u = to_u(z, scale)
+        max_depth=tf.maximum(totals["max_depth"], info.tree_depth),
+        log_prob=totals["log_prob"] + info.log_prob,
+        log_prob_sq=totals["log_prob_sq"] + tf.square(info.log_prob))
+    u = to_u(z, metric)
     # After warmup a tf.cond skips the step size's update: it sorts the
     # chains (the bulk's median), which costs more than a cheap density's
     # whole transition at 1000 chains (RESULTS section 21).
@@ -130,13 +135,22 @@ def run_chunk(target, kernel, state, inputs, capacity):
                        lambda: dual_avg)
     kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                      start + i), kadapt)
-    metric = _select(collect, adaptation.welford_update(metric, u), metric)
+    # The gradient at the new state: in rounds it is the round's last, which
+    # warmup's rounds of one transition make this transition's.
+    def update_moments():
+      grad = grad_to_u(kernel.gradient(new_kstate), metric) if kernel.has_gradients else None
+      return adaptation.metric_moments_update(moments, u, grad)
+
+    if moments.draws.m2.shape.rank == 3:  # dense moments: O(C D^2), skipped when not collecting
+      moments = tf.cond(collect, update_moments, lambda: moments)
+    else:
+      moments = _select(collect, update_moments(), moments)
     x = target.constrain_flat(u)
     acc = _select(sampling, streaming.accumulate(acc, x), acc)
     if capacity:
       buffers = tf.cond(keep & (i % thin == 0), lambda: write(buffers, i, x, info),
                         lambda: dict(buffers))
-    return i + 1, new_kstate, dual_avg, metric, kadapt, acc, buffers, totals
+    return i + 1, new_kstate, dual_avg, moments, kadapt, acc, buffers, totals
 
   def write(buffers, i, x, info):
     row = tf.reshape(tf.minimum(i // thin, capacity - 1), [1, 1])
@@ -152,18 +166,18 @@ def run_chunk(target, kernel, state, inputs, capacity):
     per-transition loop only carries an ``Accumulator`` of the statistics
     (no gather or scatter by half)."""
 
-    def segment(i, kstate, dual_avg, metric, kadapt, stream, buffers, totals):
+    def segment(i, kstate, dual_avg, moments, kadapt, stream, buffers, totals):
       end = tf.minimum(last, i + stream.batch_size - stream.in_batch)
       end = tf.where(start + i < split_at, tf.minimum(end, split_at - start), end)
       end = tf.where(sampling, end, last)
       second_half = start + i >= split_at
-      j, kstate, dual_avg, metric, kadapt, acc, buffers, totals = tf.while_loop(
+      j, kstate, dual_avg, moments, kadapt, acc, buffers, totals = tf.while_loop(
           lambda j, *_: j < end, lambda *v: body(*v, transition),
-          (i, kstate, dual_avg, metric, kadapt, streaming.run_begin(stream, second_half),
+          (i, kstate, dual_avg, moments, kadapt, streaming.run_begin(stream, second_half),
            buffers, totals))
       stream = streaming.stream_close(streaming.run_end(
           stream, acc, second_half, tf.where(sampling, j - i, 0)))
-      return j, kstate, dual_avg, metric, kadapt, stream, buffers, totals
+      return j, kstate, dual_avg, moments, kadapt, stream, buffers, totals
 
     return tf.while_loop(lambda i, *_: i < last, segment, (i,) + carry)
 
@@ -188,7 +202,7 @@ def run_chunk(target, kernel, state, inputs, capacity):
 
     return segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
 
-  carry = (kstate, state.dual_avg, state.metric, state.kernel_adapt, state.stream, buffers,
+  carry = (kstate, state.dual_avg, state.moments, state.kernel_adapt, state.stream, buffers,
            totals)
   if kernel.supports_rounds and chains >= ROUNDS_MIN_CHAINS:
     round_capacity = _round_capacity(chains, target.dim)
@@ -196,9 +210,10 @@ def run_chunk(target, kernel, state, inputs, capacity):
                           (tf.constant(0),) + carry)[1:]
   else:
     carry = segments(tf.constant(0), n, carry, one_step)[1:]
-  kstate, dual_avg, metric, kadapt, stream, buffers, totals = carry
+  kstate, dual_avg, moments, kadapt, stream, buffers, totals = carry
   z = kernel.state(kstate)
-  new_state = ChunkState(to_u(z, scale), z, scale, dual_avg, metric, kadapt, stream)
+  new_state = ChunkState(to_u(z, metric), z, metric, dual_avg, moments, state.previous, kadapt,
+                         stream)
   # Full buffers: slicing to the kept count here would make it a compile-time
   # constant and recompile for every chunk length; the host slices instead.
   return new_state, {"kept": buffers, "totals": totals}

@@ -12,6 +12,7 @@ import collections
 import warnings
 
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from edward_lite import distribute
 from edward_lite.runtime import fingerprints
@@ -81,6 +82,8 @@ class Program:
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state)
     self._concrete = {}
     self.log_prob = tf.function(target.log_prob_flat)
+    self._value_and_gradient_fn = tf.function(
+        lambda u: tfp.math.value_and_gradient(target.log_prob_flat, u))
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
@@ -96,22 +99,28 @@ class Program:
     """The compiled ``chunk.run_chunk`` of this target and kernel."""
     return self._call(self._run_chunk_fn, state, inputs, capacity)
 
+  def value_and_gradient(self, u):
+    """The log density ``[C]`` at ``u [C, D]`` and its gradient ``[C, D]``."""
+    return self._call(self._value_and_gradient_fn, u)
+
   def draw_initial(self, init, chains, seed, radius, attempt):
     return self._call(self._draw_initial_fn, init, chains, seed, radius, attempt)
 
-  def initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
-    """The ``ChunkState`` of a new run (one call instead of ~20 eager ops)."""
-    return self._call(self._initial_chunk_state_fn, u, step_size, chains, pooled, dense,
+  def initial_chunk_state(self, u, step_size, chains, pooled, rank, batch_size):
+    """The ``ChunkState`` of a new run (one call instead of ~20 eager ops),
+    with the identity metric and ``rank`` columns of a low-rank part."""
+    return self._call(self._initial_chunk_state_fn, u, step_size, chains, pooled, rank,
                       batch_size)
 
-  def _initial_chunk_state(self, u, step_size, chains, pooled, dense, batch_size):
+  def _initial_chunk_state(self, u, step_size, chains, pooled, rank, batch_size):
     dtype, dim = self.target.dtype, self.target.dim
     pool_step, pool_metric = adaptation.pool_flags(pooled)
     step_shape = [1, 1] if pool_step is True else [chains, 1]
+    moments = adaptation.metric_moments_init(chains, dim, dtype, dense=rank > 0)
     return chunk.ChunkState(
-        u=u, z=u, scale=metric.identity_scale(dim, chains, pool_metric, dense, dtype),
+        u=u, z=u, metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
-        metric=adaptation.welford_init([chains, dim], dtype, dense),
+        moments=moments, previous=moments,
         kernel_adapt=self.kernel.adapt_init(chains, dtype),
         stream=streaming.stream_init(chains, self.target.constrained_dim, dtype,
                                      batch_size=batch_size))
@@ -129,10 +138,10 @@ class Program:
                                       dtype=target.dtype)
     return u, target.log_prob_flat(u)
 
-  def state_template(self, chains, pooled, dense=False):
+  def state_template(self, chains, pooled, rank=0):
     """A ``ChunkState`` of the right structure, shapes and dtypes (values
     arbitrary): what a checkpoint's arrays are packed into."""
     target = self.target
     return self.initial_chunk_state(tf.zeros([chains, target.dim], target.dtype),
-                                    tf.constant(1., target.dtype), chains, pooled, dense,
+                                    tf.constant(1., target.dtype), chains, pooled, rank,
                                     tf.constant(1))

@@ -1,63 +1,85 @@
 """The metric: the preconditioning of the chains' states.
 
-The kernel moves ``z`` in a preconditioned space; the model sees the
-unconstrained ``u``.  The ``scale`` is the square root of the inverse mass
-matrix:
+The kernel moves ``z`` in a preconditioned space with the identity metric;
+the model sees the unconstrained ``u = A z``, so the kernel's dynamics are
+those of the inverse metric ``A A^T`` in ``u``.  ``A`` is a ``Metric``:
 
-* diagonal, ``[1, D]`` (one for all chains) or ``[C, D]`` (per chain):
-  ``u = scale * z``;
-* dense, ``[1, D, D]``, the lower Cholesky factor ``L`` of the estimated
-  covariance: ``u = L z``.
+* diagonal: ``A = diag(s)``, ``scale = s`` ``[1, D]`` (one for all chains)
+  or ``[C, D]`` (per chain);
+* low rank plus diagonal: ``A = diag(s) (I + V (r - 1) V^T)`` with ``V``
+  ``[D, K]`` orthonormal columns and ``r = sqrt(lambda)`` ``[K]``
+  (``fisher_metric.low_rank``): every operation costs ``O(D K)``.  Unused
+  columns are zero with ``r = 1``, so ``K`` is fixed and the diagonal metric
+  is the case ``K = 0``;
+* dense: ``A = L``, the lower Cholesky factor of an estimated covariance,
+  ``scale`` ``[1, D, D]`` (``adapt_metric="dense"`` with draws only).
 
-It starts as the identity and is re-estimated at the end of each slow
-warmup window from the Welford moments of the window's draws
-(``adaptation.welford_variance`` / ``welford_covariance``, regularized as
-Stan's).
+It starts as the identity (or, for kernels with gradients, from the
+gradients at the starting points) and is re-estimated during warmup
+(``adaptation``; ``sample`` says when).
 """
 
+from typing import NamedTuple
+
+import numpy as np
 import tensorflow as tf
 
-from edward_lite.mcmc import adaptation
-
-__all__ = ["to_u", "to_z", "identity_scale", "estimate_scale", "end_window"]
+__all__ = ["Metric", "to_u", "to_z", "grad_to_u", "identity", "inverse_metric"]
 
 
-def to_u(z, scale):
-  """Preconditioned ``z [C, D]`` -> unconstrained ``u [C, D]``."""
-  return tf.linalg.matvec(scale, z) if scale.shape.rank == 3 else z * scale
+class Metric(NamedTuple):
+  """``A`` of ``u = A z`` (module docstring)."""
+  scale: tf.Tensor   # s [1 or C, D], or a dense Cholesky factor [1, D, D]
+  basis: tf.Tensor   # V [D, K] (K = 0: no low-rank part)
+  root: tf.Tensor    # r = sqrt(lambda) [K]
 
 
-def to_z(u, scale):
-  """Inverse of ``to_u``."""
-  if scale.shape.rank == 3:
-    return tf.transpose(tf.linalg.triangular_solve(scale[0], tf.transpose(u), lower=True))
-  return u / scale
+def _low_rank_apply(w, metric, power):
+  """``(I + V (r^power - 1) V^T) w`` for ``w [C, D]``."""
+  if metric.basis.shape[-1] == 0:
+    return w
+  coef = tf.matmul(w, metric.basis) * (metric.root**power - 1.)
+  return w + tf.matmul(coef, metric.basis, transpose_b=True)
 
 
-def identity_scale(dim, chains, pooled, dense, dtype):
-  """The identity metric's scale: ``[1, D, D]`` dense, else ``[1 or C, D]``."""
-  if dense:
-    return tf.eye(dim, batch_shape=[1], dtype=dtype)
-  return tf.ones([1 if pooled else chains, dim], dtype)
+def to_u(z, metric):
+  """Preconditioned ``z [C, D]`` -> unconstrained ``u = A z [C, D]``."""
+  if metric.scale.shape.rank == 3:
+    return tf.linalg.matvec(metric.scale, z)
+  return metric.scale * _low_rank_apply(z, metric, 1.)
 
 
-def estimate_scale(moments, pooled, dtype):
-  """The scale from a window's Welford moments (one for all chains if
-  ``pooled``; dense moments give a Cholesky factor)."""
-  if moments.m2.shape.rank == 3:
-    scale = tf.linalg.cholesky(adaptation.welford_covariance(moments))[None]
-  else:
-    scale = tf.sqrt(adaptation.welford_variance(moments, pooled=pooled))
-  return tf.cast(scale, dtype)
+def to_z(u, metric):
+  """``z = A^{-1} u``, the inverse of ``to_u``."""
+  if metric.scale.shape.rank == 3:
+    return tf.transpose(tf.linalg.triangular_solve(metric.scale[0], tf.transpose(u),
+                                                   lower=True))
+  return _low_rank_apply(u / metric.scale, metric, -1.)
 
 
-def end_window(state, pooled, dtype):
-  """A ``ChunkState`` at the end of a slow window: the new metric, ``z``
-  re-expressed in it, the step-size adaptation restarted from the averaged
-  step size, and fresh moments for the next window."""
-  scale = estimate_scale(state.metric, pooled, dtype)
-  return state._replace(
-      z=to_z(state.u, scale), scale=scale,
-      dual_avg=adaptation.dual_averaging_init(tf.exp(state.dual_avg.log_step_bar)),
-      metric=adaptation.welford_init(state.metric.mean.shape, dtype,
-                                     state.metric.m2.shape.rank == 3))
+def grad_to_u(grad_z, metric):
+  """The gradient in ``u`` from the gradient in ``z``: ``A^{-T} grad_z``."""
+  if metric.scale.shape.rank == 3:
+    return tf.transpose(tf.linalg.triangular_solve(metric.scale[0], tf.transpose(grad_z),
+                                                   lower=True, adjoint=True))
+  return _low_rank_apply(grad_z, metric, -1.) / metric.scale
+
+
+def identity(dim, chains, pooled, dense, rank, dtype):
+  """The identity metric: dense ``[1, D, D]``, else ``scale [1 or C, D]``
+  with a low-rank part of ``rank`` unused columns."""
+  scale = (tf.eye(dim, batch_shape=[1], dtype=dtype) if dense
+           else tf.ones([1 if pooled else chains, dim], dtype))
+  return Metric(scale, tf.zeros([dim, rank], dtype), tf.ones([rank], dtype))
+
+
+def inverse_metric(metric):
+  """``A A^T`` as NumPy: ``[1 or C, D]`` for a diagonal metric (``s^2``),
+  else ``[D, D]``."""
+  scale, basis, root = (np.asarray(t) for t in metric)
+  if scale.ndim == 3:
+    return scale[0] @ scale[0].T
+  if basis.shape[-1] == 0:
+    return np.square(scale)
+  inner = np.eye(basis.shape[0]) + (basis * (root**2 - 1.)) @ basis.T
+  return scale[0][:, None] * inner * scale[0][None, :]

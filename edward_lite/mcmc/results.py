@@ -6,7 +6,7 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from edward_lite.analysis import diagnostics
-from edward_lite.mcmc import base, streaming
+from edward_lite.mcmc import base, metric, streaming
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names
 
 __all__ = ["MCMCResult", "Summary"]
@@ -26,8 +26,8 @@ class MCMCResult:
       ``diverging``, ``n_grads`` (gradient evaluations), ``tree_depth``,
       ``energy``, ``log_prob`` (empty without kept draws).
     step_size: final step size (``[1]`` pooled or ``[chains]``).
-    inverse_metric: final inverse metric: diagonal ``[1 or chains, D]``,
-      or dense ``[D, D]`` (``adapt_metric="dense"``).
+    inverse_metric: final inverse metric ``A A^T``: diagonal ``[1 or chains,
+      D]``, or ``[D, D]`` for a low-rank or dense metric.
     num_gradients: gradient evaluations per chain, warmup included.
     chain_accept, chain_divergent: per chain ``[chains]``, the mean
       acceptance statistic and the fraction of divergent transitions after
@@ -84,7 +84,7 @@ class MCMCResult:
         if flat is not None else None,
         sample_stats={k: v for k, v in stats.items() if v is not None} if keep_draws else {},
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
-        inverse_metric=_inverse_metric(state.scale.numpy()),
+        inverse_metric=metric.inverse_metric(state.metric),
         num_gradients=totals["warmup"]["n_grads"] + totals["sampling"]["n_grads"],
         chain_accept=totals["sampling"]["accept_prob"] / draws,
         chain_divergent=totals["sampling"]["diverging"] / draws,
@@ -341,10 +341,3 @@ def _with_deterministic(target, draws):
   flat = {n: v.reshape((-1,) + v.shape[2:]) for n, v in draws.items()}
   values = target.deterministic(flat)
   return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}
-
-
-def _inverse_metric(scale):
-  """``s^2`` of a diagonal scale, ``L L^T`` of a dense Cholesky factor."""
-  if scale.ndim == 3:
-    return scale[0] @ scale[0].T
-  return np.square(scale)

@@ -39,7 +39,9 @@ from edward_lite.runtime import seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.model.init_values import describe_init
-from edward_lite.mcmc import initial_states, metric, schedule, streaming
+from edward_lite.analysis.diagnostics import psrf_from_moments
+from edward_lite.mcmc import (initial_states, metric, metric_update, restarts, schedule,
+                              streaming)
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import get_kernel
@@ -54,7 +56,7 @@ DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
 @closes_checkpoints
 def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, draws=1000,
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
-           step_size=None, adapt_metric=True, pooled=None, chunk_size=None,
+           step_size=None, adapt_metric=True, adaptive_warmup=True, pooled=None, chunk_size=None,
            progress=True, checkpoint_dir=None, max_init_tries=100, callback=None,
            strategy=None, parallel="data", jit_compile=True, dtype=None, **kwargs):
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
@@ -67,7 +69,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       (``ed.mcmc.NUTS(max_tree_depth=8)``, ``ed.mcmc.HMC(num_leapfrog_steps=32,
       jitter=True)``, ``ed.mcmc.RWMH(scale=0.1, adapt=False)``, ...).
     chains: number of chains ``C``, advanced together as a batch.
-    warmup: adaptation iterations (discarded).
+    warmup: adaptation iterations (discarded); with ``adaptive_warmup`` the
+      most there will be.
     draws: iterations kept per chain after warmup (before thinning).
     seed: integer seed; every random choice derives from it.
     thin: keep every ``thin``-th draw.
@@ -80,10 +83,19 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       dict ``name -> constrained value``
       (broadcast to all chains) or an array ``[C, D]`` of unconstrained states.
     step_size: initial step size (proposal scale for RWMH).
-    adapt_metric: adapt the metric in warmup windows (Stan's schedule):
-      ``True`` or ``"diag"`` (diagonal), ``"dense"`` (full covariance, for
-      strongly correlated posteriors of moderate dimension; needs
-      ``pooled=True``), ``False`` (identity).
+    adapt_metric: the metric warmup adapts (``metric_update``).  ``True``
+      (default): for kernels with gradients, a low-rank-plus-diagonal metric
+      estimated from the draws and the gradients (nutpie's), re-estimated
+      in short windows (``schedule``), or a diagonal one when ``D`` is over
+      1000 or the ``[chains, D, D]`` moments would be too large; for
+      random-walk Metropolis a diagonal from the draws in Stan's windows.
+      ``"low_rank"``, ``"diag"`` or ``"dense"`` (every direction; for a
+      strongly correlated posterior of moderate dimension) choose; ``False``
+      keeps the identity.
+    adaptive_warmup: end warmup as soon as the metric has settled and the
+      chains agree (from 100 iterations, then a final step-size window of
+      up to 50), instead of always running ``warmup`` iterations; kernels
+      with gradients only.  The result's ``warmup`` is the warmup run.
     pooled: how warmup adaptation is shared between chains.  ``None``
       (default): in the initial fast window every chain adapts its own step
       size, so each can leave a bad start; from then to the end of warmup
@@ -91,8 +103,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       bulk) share one step size (dual averaging on the harmonic mean of
       their acceptance), and a chain that rejects far more than the bulk
       adapts its own until it rejoins (``adaptation.step_size_update``);
-      one diagonal metric is estimated from all chains.  ``False``: per-chain step size and
-      metric (Stan's and NumPyro's scheme).  ``"metric"``: per-chain step
+      one metric is estimated from all chains.  ``False``: per-chain step
+      size and (for a diagonal metric) metric (Stan's and NumPyro's scheme).  ``"metric"``: per-chain step
       sizes, one metric.  ``True``: one step size (tuned to the mean
       acceptance over chains) and one metric from the start; a chain that
       starts where the density is very steep can then stay stuck there (the
@@ -141,11 +153,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                              max_init_tries, step_size)
   arguments.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
                                 jit_compile=jit_compile)
-  if adapt_metric not in (True, False, "diag", "dense"):
-    raise ValueError(f"adapt_metric must be True, False, 'diag' or 'dense'; got {adapt_metric!r}.")
-  dense = adapt_metric == "dense"
+  if adapt_metric is not True and adapt_metric is not False and \
+      adapt_metric not in metric_update.KINDS:
+    raise ValueError(f"adapt_metric must be True, False, 'diag', 'low_rank' or 'dense'; got "
+                     f"{adapt_metric!r}.")
+  if not isinstance(adaptive_warmup, bool):
+    raise ValueError(f"adaptive_warmup must be True or False; got {adaptive_warmup!r}.")
   kernel = get_kernel(kernel)
-  pooling = _pooling(pooled, dense, kernel)
+  pooling = _pooling(pooled, kernel)
   if parallel not in ("data", "chains", "chain_groups"):
     raise ValueError(f"parallel must be 'data', 'chains' or 'chain_groups'; got {parallel!r}.")
   groups = None
@@ -160,38 +175,62 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   dtype = target.dtype.as_numpy_dtype
   dim = target.dim
   target_accept = kernel.default_target_accept(dim)
-  run_schedule = schedule.build_schedule(warmup, draws, adapt_metric, bulk=pooling[0] == "bulk")
-  total = warmup + draws
+  adapt = metric_update.metric_settings(adapt_metric, kernel, dim,
+                                        chains // groups.size if groups else chains, pooling[1])
+  pooling = (pooling[0], adapt.pooled)
+  bulk = pooling[0] == "bulk"
+  if adapt.gradients and adapt.adapts:
+    run_schedule = schedule.short_windows_schedule(warmup, draws, adaptive_warmup, bulk)
+  else:
+    run_schedule = schedule.build_schedule(warmup, draws, adapt.adapts, bulk)
   chunk = settings["chunk_size"] or DEFAULT_CHUNK
   capacity = chunk if keep_draws else 0  # draws kept per sampling chunk
   seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
 
   ckpt = Checkpointer(checkpoint_dir, program.fingerprint, dict(
       kernel=kernel.settings(), chains=chains, warmup=warmup, draws=draws, seed=seed,
-      thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric, pooled=pooling,
+      thin=thin, keep_draws=keep_draws, adapt_metric=adapt_metric,
+      adaptive_warmup=adaptive_warmup, pooled=pooling,
       dtype=str(dtype),
       init=describe_init(init), step_size=step_size, chunk_size=chunk,
       jit_compile=bool(jit_compile),
       **({"chain_groups": groups.size} if groups else {}))) if checkpoint_dir else None
   resumed = ckpt.load(lambda: tf.nest.flatten(program.state_template(
-      chains, pooling, dense))) if ckpt else None
+      chains, pooling, adapt.rank))) if ckpt else None
 
+  window = {}  # the current window's per-chain totals (sums over its chunks)
+  ended_at = None  # the window end at which an adaptive warmup ended
+  curvature_strikes = 0  # consecutive windows whose curvature varied (metric_update)
   if resumed is not None:
     state, step = resumed["state"], resumed["step"]
-    state = ChunkState(*tf.nest.pack_sequence_as(program.state_template(chains, pooling, dense),
-                                                 [tf.constant(x) for x in state]))
+    state = ChunkState(*tf.nest.pack_sequence_as(
+        program.state_template(chains, pooling, adapt.rank), [tf.constant(x) for x in state]))
+    ended_at = resumed["scalars"].get("warmup_ended_at")
+    adapt = adapt._replace(kind=resumed["scalars"].get("metric", adapt.kind))
+    curvature_strikes = resumed["scalars"].get("curvature_strikes", 0)
+    if ended_at is not None:
+      run_schedule = schedule.end_warmup(run_schedule, ended_at, draws)
     chunks = resumed["arrays"]
     kept = {k: list(v) for k, v in chunks.items() if not k.startswith("_")}
     totals = None
+    window_start = (schedule.phase_at(run_schedule, step).start if step < run_schedule[-1].end
+                    else step)
     for i, in_warmup in enumerate(chunks["_warmup"]):
-      totals = fold_totals(totals, {k[1:]: v[i] for k, v in chunks.items()
-                                    if k.startswith("_") and k != "_warmup"}, bool(in_warmup))
+      chunk_totals = {k[1:]: v[i] for k, v in chunks.items()
+                      if k.startswith("_") and k not in ("_warmup", "_start")}
+      totals = fold_totals(totals, chunk_totals, bool(in_warmup))
+      if chunks["_start"][i] >= window_start:  # the current window's chunks so far
+        window = {k: window[k] + v for k, v in chunk_totals.items()} if window else chunk_totals
   else:
     u0 = initial_states.initial_state(program, init, chains, seed_t, init_radius, max_init_tries)
     h0 = step_size if step_size is not None else kernel.initial_step_size(dim)
     state = program.initial_chunk_state(tf.constant(u0), tf.constant(h0, dtype), chains,
-                                        pooling, dense,
+                                        pooling, adapt.rank,
                                         tf.constant(-(-draws // streaming.NUM_BATCHES)))
+    if adapt.gradients and adapt.adapts:
+      start = metric_update.initial_metric(
+          state.metric, program.value_and_gradient(state.u)[1], adapt)
+      state = state._replace(metric=start, z=metric.to_z(state.u, start))
     step = 0
     kept, totals = collections.defaultdict(list), None
 
@@ -199,9 +238,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
 
   def run_chunk(step):
     """The compiled chunk from transition ``step``, then the host's
-    bookkeeping: kept draws and totals, the metric at a window's end."""
-    nonlocal state, totals
+    bookkeeping: kept draws and totals, the metric at a window's end, and
+    the end of an adaptive warmup."""
+    nonlocal state, totals, run_schedule, ended_at, window, adapt, curvature_strikes
     phase = schedule.phase_at(run_schedule, step)
+    run_warmup = schedule.warmup_length(run_schedule)
     in_warmup = phase.warmup
     n = min(step + chunk * (1 if in_warmup or not keep_draws else thin), phase.end) - step
     first_call = not program.compiled
@@ -211,7 +252,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         share=tf.constant(phase.share), collect=tf.constant(phase.collect),
         sampling=tf.constant(not in_warmup), keep=tf.constant(not in_warmup and keep_draws),
         thin=tf.constant(thin), target_accept=tf.constant(target_accept, dtype),
-        split_at=tf.constant(warmup + draws // 2))
+        split_at=tf.constant(run_warmup + draws // 2))
     if groups:
       state, out = groups.run_chunk(program.run_chunk, state, inputs, capacity)
     else:
@@ -224,46 +265,65 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       kept.setdefault(key, []).append(value)
     # Per-chain totals are folded chunk by chunk: constant memory without draws.
     totals = fold_totals(totals, out["totals"], in_warmup)
+    window = out["totals"] if step == phase.start else {
+        k: window[k] + v for k, v in out["totals"].items()}
     end = step + n
+    new_total = None
     if phase.end_window and end == phase.end:
-      state = metric.end_window(state, pooling[1], dtype)
-    if end == warmup:
+      stuck = restarts.stuck_chains(window, end - phase.start)
+      if stuck.any():
+        state = restarts.move_chains(state, stuck, seeds.seed_pair(seed), end)
+      state, window_end = metric_update.end_window(state, adapt, restart=phase.restart)
+      agree = _chains_agree(window, end - phase.start)
+      varies = agree and metric_update.curvature_varies(window_end)
+      curvature_strikes = curvature_strikes + 1 if varies else 0
+      if curvature_strikes >= metric_update.CURVATURE_STRIKES:
+        state, adapt = metric_update.diagonal(state), adapt._replace(kind="diag")
+        window_end = window_end._replace(settled=False)
+      if phase.may_stop and window_end.settled and agree and not varies:
+        state = metric_update.restart_step_size(state)
+        run_schedule, ended_at = schedule.end_warmup(run_schedule, end, draws), end
+        new_total = run_schedule[-1].end
+        run_warmup = schedule.warmup_length(run_schedule)
+    if end == run_warmup:
       state = state._replace(kernel_adapt=kernel.finalize_adaptation(state.kernel_adapt))
-    step_size = _step_size_in_use(state, end >= warmup)
+    step_size = _step_size_in_use(state, end >= run_warmup)
     record = ChunkRecord(
         state=[t.numpy() for t in tf.nest.flatten(state)],
         arrays={**out["kept"], **{"_" + k: v for k, v in out["totals"].items()},
-                "_warmup": np.asarray(in_warmup)},
-        scalars={}) if ckpt else None
+                "_warmup": np.asarray(in_warmup), "_start": np.asarray(step)},
+        scalars={"warmup_ended_at": ended_at, "metric": adapt.kind,
+                 "curvature_strikes": curvature_strikes}) if ckpt else None
     return ChunkOutcome(
-        steps=n, record=record,
+        steps=n, record=record, total=new_total,
         # The first call's time is its compile and its run.
         timing=("compile_s",) * first_call + ("warmup_s" if in_warmup else "sampling_s",),
         postfix={"phase": "warmup" if in_warmup else "sampling", **_postfix(out, step_size, n)},
-        info=dict(step=end, total=total, warmup=in_warmup, step_size=step_size,
+        info=dict(step=end, total=run_schedule[-1].end, warmup=in_warmup, step_size=step_size,
                   divergences=int(np.sum(out["totals"]["diverging"])),
                   gradients=out["totals"]["n_grads"]))
 
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
-  run_chunks(run_chunk, step, total, timings, progress=progress, label="sampling",
-             checkpointer=ckpt, callback=callback)
+  run_chunks(run_chunk, step, run_schedule[-1].end, timings, progress=progress,
+             label="sampling", checkpointer=ckpt, callback=callback)
   base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
-  return MCMCResult.build(base_target, kernel, kept, totals, state, chains=chains, warmup=warmup,
-                          draws=draws, thin=thin, keep_draws=keep_draws, timings=timings)
+  return MCMCResult.build(base_target, kernel, kept, totals, state, chains=chains,
+                          warmup=schedule.warmup_length(run_schedule), draws=draws, thin=thin,
+                          keep_draws=keep_draws, timings=timings)
 
 
-def _pooling(pooled, dense, kernel):
+def _pooling(pooled, kernel):
   """``(pool_step, pool_metric)``: whether the step size and the metric are
-  one for all chains, from ``sample``'s ``pooled=`` setting."""
+  one for all chains, from ``sample``'s ``pooled=`` setting (a low-rank or
+  dense metric is one for all chains whatever it says)."""
   if pooled is None:
     return "bulk", True
   if isinstance(pooled, str) and pooled == "metric":
     return False, True
   if pooled is True or pooled is False:
-    if not pooled and (dense or kernel.shared_metric):
-      needs = "adapt_metric='dense'" if dense else f"the {kernel.name} kernel"
-      raise ValueError(f"{needs} estimates one metric from all chains; it needs "
-                       "pooled=True, 'metric' or None (the default).")
+    if not pooled and kernel.shared_metric:
+      raise ValueError(f"the {kernel.name} kernel estimates one metric from all chains; it "
+                       "needs pooled=True, 'metric' or None (the default).")
     return pooled, pooled
   raise ValueError(f"pooled must be None, False, 'metric' or True; got {pooled!r}.")
 
@@ -309,6 +369,23 @@ def _step_size_in_use(state, sampling):
   warmup, its average (what sampling uses) after."""
   log_step = state.dual_avg.log_step_bar if sampling else state.dual_avg.log_step
   return np.exp(log_step.numpy()).reshape(-1)
+
+
+AGREE_RHAT = 1.1  # an adaptive warmup ends only when the chains' log densities agree this well
+
+
+def _chains_agree(window, n):
+  """Whether the chains' log densities over a window of ``n`` iterations
+  (per-chain sums ``log_prob`` and ``log_prob_sq``) agree: their R-hat
+  (``psrf_from_moments``) below ``AGREE_RHAT``, so no chain is still
+  arriving or stuck where the others are not."""
+  if window["log_prob"].shape[0] < 2:
+    return True
+  with np.errstate(invalid="ignore", over="ignore"):  # a chain at -inf: no agreement
+    mean = window["log_prob"] / n
+    var = np.maximum(window["log_prob_sq"] / n - mean**2, 0.) * n / max(n - 1, 1)
+  rhat = float(psrf_from_moments(mean[None], var[None], n).numpy()[0])
+  return np.isfinite(rhat) and rhat < AGREE_RHAT
 
 
 def _postfix(out, step_size, n):

@@ -1,9 +1,28 @@
-"""The run as data: Stan's warmup windows and the phases the driver runs.
+"""The run as data: warmup windows and the phases the driver runs.
 
 A run of ``warmup + draws`` iterations is a list of ``Phase`` records that
 tile ``[0, warmup + draws)``; the driver cuts each phase into compiled
-chunks and passes its flags to them as Tensors.  For 1000 warmup
-iterations and the default adaptation:
+chunks and passes its flags to them as Tensors.  Two warmups:
+
+**Short windows** (kernels with gradients; ``short_windows_schedule``), for
+a warmup of at most 1000 iterations:
+
+    [0, 10) [10, 20) ...     windows of 10 iterations, growing to a third
+    ... [t, t + t/3) ...     of the iterations so far, at most 100: at each
+                             end the metric is re-estimated from the draws
+                             and gradients of that window and the previous
+    [950, 1000)              final window: step size only
+    [1000, ...)              sampling: fixed step sizes and metric
+
+The step size's dual averaging restarts at the end of the first window
+(the metric then leaves its start from the gradients) and at the start of
+the final window.  An adaptive warmup (the default) ends at the first window
+end from ``MIN_WARMUP`` on at which the metric has settled and the chains
+agree (``sample`` decides): the final window then follows at once
+(``end_warmup``), so the run is shorter than ``warmup + draws``.
+
+**Stan's windows** (random-walk Metropolis; ``build_schedule``), 1000
+iterations:
 
     [0, 75)      initial fast window: every chain its own step size
     [75, 100)    slow window: metric moments collected, bulk step size  }
@@ -17,7 +36,15 @@ iterations and the default adaptation:
 
 from typing import NamedTuple
 
-__all__ = ["Phase", "warmup_windows", "build_schedule", "phase_at"]
+__all__ = ["Phase", "warmup_windows", "build_schedule", "short_windows_schedule",
+           "end_warmup", "phase_at", "warmup_length", "MIN_WARMUP", "FIRST_WINDOW",
+           "MAX_WINDOW", "FINAL_WINDOW"]
+
+FIRST_WINDOW = 10   # iterations of the first short window
+MAX_WINDOW = 100    # the longest short window
+SHARE_AFTER = 50    # the bulk shares one step size from the first window end after this
+MIN_WARMUP = 100    # an adaptive warmup runs at least this many windowed iterations
+FINAL_WINDOW = 50   # the final window of a warmup of 500 iterations or more
 
 
 class Phase(NamedTuple):
@@ -27,7 +54,9 @@ class Phase(NamedTuple):
   warmup: bool      # adapting (step size, kernel); draws are not kept
   collect: bool     # the metric's moments are collected
   share: bool       # the bulk of the chains shares one step size
-  end_window: bool  # the metric is estimated, and the step size restarted, at ``end``
+  end_window: bool  # the metric is estimated at ``end``
+  restart: bool = False   # the step size's dual averaging restarts at ``end``
+  may_stop: bool = False  # an adaptive warmup may end at ``end``
 
 
 def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
@@ -58,7 +87,7 @@ def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
 
 
 def build_schedule(warmup, draws, adapt_metric=True, bulk=False):
-  """The phases of a run, in order, without empty ones.
+  """Stan's windows: the phases of a run, in order, without empty ones.
 
   Args:
     warmup, draws: iteration counts.
@@ -72,12 +101,58 @@ def build_schedule(warmup, draws, adapt_metric=True, bulk=False):
   phases = []
   if windows:
     phases.append(Phase(0, windows[0][0], True, False, False, False))
-    phases += [Phase(a, b, True, True, bulk, True) for a, b in windows]
+    phases += [Phase(a, b, True, True, bulk, True, restart=True) for a, b in windows]
     phases.append(Phase(windows[-1][1], warmup, True, False, bulk, False))
   else:
     phases.append(Phase(0, warmup, True, False, False, False))
   phases.append(Phase(warmup, warmup + draws, False, False, False, False))
   return [p for p in phases if p.end > p.start]
+
+
+def final_window(warmup):
+  """The final window's length for a warmup of ``warmup`` iterations."""
+  return min(FINAL_WINDOW, max(warmup // 10, 1)) if warmup >= 20 else 0
+
+
+def short_windows_schedule(warmup, draws, adaptive=True, bulk=False):
+  """Short windows (module docstring): the phases of a run of at most
+  ``warmup`` warmup iterations.  ``adaptive`` marks the window ends from
+  ``MIN_WARMUP`` on where the warmup may end; ``bulk`` as ``build_schedule``
+  (the bulk shares a step size from the first window end after
+  ``SHARE_AFTER``)."""
+  final = final_window(warmup)
+  slow_end = warmup - final
+  phases, start, first = [], 0, True
+  size_at = lambda t: min(max(FIRST_WINDOW, t // 3), MAX_WINDOW)  # pylint: disable=unnecessary-lambda-assignment
+  while start < slow_end:
+    end = start + size_at(start)
+    if end + size_at(end) > slow_end:  # the next would not fit: extend
+      end = slow_end
+    last = end == slow_end
+    phases.append(Phase(start, end, True, True, bulk and start >= SHARE_AFTER, True,
+                        restart=first or last,
+                        may_stop=adaptive and not last and end >= min(MIN_WARMUP, slow_end)))
+    start, first = end, False
+  phases.append(Phase(slow_end, warmup, True, False, bulk, False))
+  phases.append(Phase(warmup, warmup + draws, False, False, False, False))
+  return [p for p in phases if p.end > p.start]
+
+
+def end_warmup(schedule, at, draws):
+  """The schedule of a warmup that ends its windows at iteration ``at`` (a
+  window end): the phases up to ``at``, then the final window and the
+  sampling phase.  The whole warmup is ``at + final_window(...)``."""
+  done = [p for p in schedule if p.end <= at]
+  final = final_window(schedule[-1].start)
+  share = any(p.share for p in done)
+  return done + [p for p in (Phase(at, at + final, True, False, share, False),
+                             Phase(at + final, at + final + draws, False, False, False, False))
+                 if p.end > p.start]
+
+
+def warmup_length(schedule):
+  """The iterations of warmup in ``schedule``."""
+  return sum(p.end - p.start for p in schedule if p.warmup)
 
 
 def phase_at(schedule, step):

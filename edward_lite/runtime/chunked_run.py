@@ -54,6 +54,8 @@ class ChunkOutcome(NamedTuple):
     record: the chunk's ``ChunkRecord`` (None: nothing to save).
     info: the user callback's argument.
     stop: end the run after this chunk.
+    total: the run's new length in steps, when the chunk changed it (an
+      adaptive warmup that ended early); None: unchanged.
   """
   steps: int
   timing: tuple
@@ -61,6 +63,7 @@ class ChunkOutcome(NamedTuple):
   record: Optional[ChunkRecord]
   info: dict
   stop: bool = False
+  total: Optional[int] = None
 
 
 def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointer=None,
@@ -79,7 +82,7 @@ def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointe
     callback: None or the user's ``callback(info)``.
 
   Returns:
-    The step reached.
+    The step reached.  A chunk may change ``total`` (``ChunkOutcome.total``).
   """
   bar = make_progress(progress, total, start, label)
   step = start
@@ -91,6 +94,10 @@ def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointe
       for key in outcome.timing:
         timings[key] += elapsed
       step += outcome.steps
+      if outcome.total is not None:
+        total = outcome.total
+        if bar is not None:
+          bar.set_total(total)
       if bar is not None:
         bar.set_postfix(outcome.postfix, refresh=False)
         bar.update(outcome.steps)

@@ -18,7 +18,8 @@ __all__ = ["make_progress"]
 def make_progress(progress, total, initial, desc):
   """The progress reporter of a run of ``total`` iterations starting at
   ``initial``, or None when ``progress`` is off.  It has tqdm's ``update(n)``,
-  ``set_postfix(dict or **kwargs, refresh=...)`` and ``close()``."""
+  ``set_postfix(dict or **kwargs, refresh=...)`` and ``close()``, and
+  ``set_total(total)``."""
   if not progress:
     return None
   if sys.stderr.isatty():
@@ -47,6 +48,10 @@ class _Bar:
 
   def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
     self._bar.set_postfix(ordered_dict, refresh=refresh, **kwargs)
+
+  def set_total(self, total):
+    self._bar.total = total
+    self._bar.refresh()
 
   def close(self):
     self._bar.close()
@@ -90,6 +95,11 @@ class LineProgress:
   def set_postfix(self, ordered_dict=None, refresh=True, **kwargs):
     del refresh
     self._postfix = {**(ordered_dict or {}), **kwargs}
+
+  def set_total(self, total):
+    """The run's new length (an adaptive warmup ended early)."""
+    self.total = total
+    self._next = self._tenth(self.done) + 1
 
   def close(self):
     pass

@@ -1,0 +1,164 @@
+"""Gradients per effective draw, side by side: edward_lite, nutpie and NumPyro.
+
+Every tool samples the same public reference posteriors (posteriordb, data
+and reference summaries in ``tests/posteriordb/``) at its own defaults,
+4 chains x 1000 kept draws, each run in a fresh process so that compile time
+is counted alike.  One function computes every diagnostic from every tool's
+draws (``ed.diagnostics``, which matches ArviZ): the smallest and median bulk
+ESS over the scalar parameters, the smallest tail ESS, the largest R-hat,
+and agreement with the reference (largest ``|z|`` of a mean; sd ratios).
+The counts that do not depend on the machine:
+
+* total gradients (warmup + sampling, all chains) per unit of min ESS;
+* min ESS per 1000 sampling gradients;
+
+and the wall clock: min ESS per second, compile included.
+
+    python benchmarks/adaptation.py --peers-python /path/peers/bin/python \\
+        [--posteriors kidiq,earnings,diamonds,eight_schools] [--seeds 0,1,2] \\
+        [--tools edward_lite,nutpie,nutpie_low_rank,numpyro]
+
+The peers run from their own virtual environment (``adaptation_peers.py``
+says how to make it); without ``--peers-python`` only edward_lite runs.
+Results: ``benchmarks/RESULTS.md``.
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, HERE)
+
+CHAINS, DRAWS = 4, 1000
+
+
+def run_edward_lite(posterior, seed, out, options):
+  """One edward_lite run at its defaults (``options``: extra ``sample``
+  keywords as a Python literal), written like a peer's."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import edward_lite as ed  # pylint: disable=import-outside-toplevel
+  import posteriordb_models as pdb  # pylint: disable=import-outside-toplevel
+  p = pdb.load(posterior)
+  t0 = time.perf_counter()
+  post = ed.mcmc.sample(p.program, *p.args, observed=p.observed, chains=CHAINS, draws=DRAWS,
+                        seed=seed, progress=False, **options)
+  wall = time.perf_counter() - t0
+  sampling = int(post.sample_stats["n_grads"].sum())
+  np.savez(out, **{"draw:" + k: v for k, v in post.draws.items()},
+           warmup_grads=int(post.num_gradients.sum()) - sampling, sampling_grads=sampling,
+           divergences=int(post.divergences.sum()), warmup=post.warmup,
+           compile_s=post.timings["compile_s"], sampling_s=wall - post.timings["compile_s"])
+
+
+def evaluate(posterior, path):
+  """The diagnostics of one run's saved draws."""
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  import edward_lite as ed  # pylint: disable=import-outside-toplevel
+  import posteriordb_models as pdb  # pylint: disable=import-outside-toplevel
+  p = pdb.load(posterior)
+  saved = np.load(path)
+  draws = {k[5:]: saved[k] for k in saved.files if k.startswith("draw:")}
+  values = {k: np.asarray(v, np.float64) for k, v in p.values(draws).items()}
+  bulk = np.array([float(ed.diagnostics.ess_bulk(v)) for v in values.values()])
+  tail = np.array([float(ed.diagnostics.ess_tail(v)) for v in values.values()])
+  rhat = max(float(ed.diagnostics.rhat(v)) for v in values.values())
+  agree = pdb.compare(p, draws)
+  warm, samp = int(saved["warmup_grads"]), int(saved["sampling_grads"])
+  seconds = float(saved["compile_s"]) + float(saved["sampling_s"])
+  return dict(
+      min_ess=bulk.min(), median_ess=float(np.median(bulk)), min_tail=tail.min(), rhat=rhat,
+      warmup_grads=warm, sampling_grads=samp, divergences=int(saved["divergences"]),
+      warmup=int(saved["warmup"]), compile_s=float(saved["compile_s"]),
+      sampling_s=float(saved["sampling_s"]),
+      grads_per_ess=(warm + samp) / bulk.min(), ess_per_1k=1000 * bulk.min() / samp,
+      ess_per_s=bulk.min() / seconds,
+      max_z=max(abs(z) for z, _ in agree.values()),
+      sd_ratio=(min(r for _, r in agree.values()), max(r for _, r in agree.values())))
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--posteriors", default="kidiq,earnings,diamonds,eight_schools")
+  parser.add_argument("--seeds", default="0,1,2")
+  parser.add_argument("--tools", default="edward_lite,nutpie,nutpie_low_rank,numpyro")
+  parser.add_argument("--peers-python", default=None)
+  parser.add_argument("--options", default="{}",
+                      help="extra ed.mcmc.sample keywords for edward_lite, a Python dict")
+  parser.add_argument("--run", nargs=3, metavar=("POSTERIOR", "SEED", "OUT"),
+                      help=argparse.SUPPRESS)  # one edward_lite run (a subprocess)
+  args = parser.parse_args()
+  import ast  # pylint: disable=import-outside-toplevel
+  options = ast.literal_eval(args.options)
+  if args.run:
+    run_edward_lite(args.run[0], int(args.run[1]), args.run[2], options)
+    return
+
+  import machine  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+  print(machine.machine_line())
+  print(f"# edward_lite {machine.version('edward_lite')}, tensorflow "
+        f"{machine.version('tensorflow')}, tensorflow-probability "
+        f"{machine.version('tensorflow-probability')}")
+  if args.peers_python:
+    peers = subprocess.run(
+        [args.peers_python, "-c", "from importlib import metadata as m; print(', '.join("
+         "f'{p} {m.version(p)}' for p in ('nutpie', 'pymc', 'numpyro', 'jax')))"],
+        capture_output=True, text=True, check=False).stdout.strip()
+    print(f"# peers: {peers}")
+  tools = args.tools.split(",")
+  if not args.peers_python:
+    tools = [t for t in tools if t == "edward_lite"]
+  rows = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for posterior in args.posteriors.split(","):
+      for seed in [int(s) for s in args.seeds.split(",")]:
+        for tool in tools:
+          out = os.path.join(tmp, f"{tool}-{posterior}-{seed}.npz")
+          if tool == "edward_lite":
+            cmd = [sys.executable, __file__, "--options", args.options,
+                   "--run", posterior, str(seed), out]
+          else:
+            cmd = [args.peers_python, os.path.join(HERE, "adaptation_peers.py"), tool,
+                   posterior, str(seed), out]
+          done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+          if done.returncode:
+            print(f"{tool} {posterior} seed {seed} failed:\n{done.stderr[-2000:]}")
+            continue
+          r = evaluate(posterior, out)
+          rows.append((posterior, seed, tool, r))
+          print(f"{posterior:13s} {seed} {tool:16s} warmup {r['warmup']:5d} "
+                f"grads {r['warmup_grads']:8d} + {r['sampling_grads']:8d}  "
+                f"minESS {r['min_ess']:7.0f} (med {r['median_ess']:7.0f}, tail "
+                f"{r['min_tail']:6.0f})  grads/ESS {r['grads_per_ess']:8.1f}  "
+                f"ESS/1k {r['ess_per_1k']:7.1f}  ESS/s {r['ess_per_s']:8.1f}  "
+                f"compile {r['compile_s']:5.1f}s run {r['sampling_s']:5.2f}s  "
+                f"div {r['divergences']:4d}  rhat {r['rhat']:.3f}  |z| {r['max_z']:.1f}  "
+                f"sd [{r['sd_ratio'][0]:.2f}, {r['sd_ratio'][1]:.2f}]", flush=True)
+
+  print("\nmedians over posteriors (each posterior: median over seeds), and ratios "
+        "edward_lite / peer:")
+  table = {}
+  for posterior, _, tool, r in rows:
+    table.setdefault((posterior, tool), []).append(r)
+  for key in ("grads_per_ess", "ess_per_1k", "ess_per_s"):
+    per_tool = {}
+    for tool in tools:
+      vals = [np.median([r[key] for r in table[(p, tool)]]) for p in args.posteriors.split(",")
+              if (p, tool) in table]
+      if vals:
+        per_tool[tool] = vals
+    line = "  ".join(f"{t} {np.median(v):.2f}" for t, v in per_tool.items())
+    ratios = "  ".join(
+        f"/{t} {np.median(np.array(per_tool['edward_lite']) / np.array(v)):.2f}"
+        for t, v in per_tool.items() if t != "edward_lite" and "edward_lite" in per_tool
+        and len(v) == len(per_tool["edward_lite"]))
+    print(f"  {key:14s} {line}   ratios: {ratios}")
+
+
+if __name__ == "__main__":
+  main()
