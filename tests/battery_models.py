@@ -11,9 +11,10 @@ unconstrained space (whitened around the mode; the mass on the grid's
 faces is checked to be negligible).  References are computed in float64
 and cached in memory only.
 
-Shared by ``tests/test_battery.py`` (the bounded CI part) and
+Shared by ``tests/test_battery.py`` (the bounded CI part),
 ``benchmarks/robustness_battery.py`` (every model at 4, 8 and 64 chains and
-three seeds).
+three seeds) and ``benchmarks/adaptation.py`` (nine models against nutpie
+and NumPyro, whose draws ``agreement`` checks alike).
 
 A run passes when no chain is stuck (``result.stuck_chains()`` empty), the
 largest R-hat over every latent is below 1.01, and every checked quantity's
@@ -914,19 +915,25 @@ def mcse_sd(x):
   return np.sqrt(np.var(d2, ddof=1) / ess) / (2 * np.sqrt(np.mean(d2)))
 
 
-def check(model, result):
-  """The battery's verdict on one run: a dict of statistics and ``passed``."""
-  stuck = result.stuck_chains()
-  rhat = max(float(np.max(ed.diagnostics.rhat(result.draws[name])))
-             for name in result.target.names)
+def scalars(values):
+  """``{label: [draws, chains]}``: every scalar of ``values`` ``{name: [draws,
+  chains, ...]}``, labelled as the rows of ``agreement`` (``name[i,j]``)."""
+  return {name + suffix: np.asarray(x, np.float64)[(slice(None), slice(None)) + index]
+          for name, x in values.items() for index, suffix in _labels(np.asarray(x)[0, 0])}
+
+
+def agreement(model, draws):
+  """Each checked quantity of ``draws`` (``{latent: [draws, chains, ...]}``,
+  any sampler's) against the reference: a row per scalar, the largest
+  ``|z|`` of a mean and of a checked sd, and the range of the checked sd ratios."""
   ref = model.reference()
   rows, z_mean, z_sd, ratios = [], [], [], []
-  for name, draws in model.quantities(result.draws).items():
+  for name, values in model.quantities(draws).items():
     mean_ref, sd_ref = (np.asarray(r, np.float64) for r in ref[name])
-    draws = np.asarray(draws, np.float64)
-    mcse = np.asarray(ed.diagnostics.mcse_mean(draws))
+    values = np.asarray(values, np.float64)
+    mcse = np.asarray(ed.diagnostics.mcse_mean(values))
     for index, suffix in _labels(mean_ref):
-      x = draws[(slice(None), slice(None)) + index]
+      x = values[(slice(None), slice(None)) + index]
       label = name + suffix
       zm = (x.mean() - mean_ref[index]) / np.asarray(mcse)[index]
       sd = x.std(ddof=1)
@@ -938,9 +945,17 @@ def check(model, result):
         z_sd.append(abs(row["z_sd"]))
         ratios.append(row["sd_ratio"])
       rows.append(row)
-  divergences = int(np.sum(result.divergences))
-  out = dict(stuck=stuck, max_rhat=rhat, max_z_mean=max(z_mean), max_z_sd=max(z_sd),
-             sd_ratio=(min(ratios), max(ratios)), divergences=divergences, rows=rows)
+  return dict(max_z_mean=max(z_mean), max_z_sd=max(z_sd), sd_ratio=(min(ratios), max(ratios)),
+              rows=rows)
+
+
+def check(model, result):
+  """The battery's verdict on one run: a dict of statistics and ``passed``."""
+  stuck = result.stuck_chains()
+  rhat = max(float(np.max(ed.diagnostics.rhat(result.draws[name])))
+             for name in result.target.names)
+  out = dict(stuck=stuck, max_rhat=rhat, divergences=int(np.sum(result.divergences)),
+             **agreement(model, result.draws))
   out["passed"] = (not stuck and rhat < RHAT_MAX and out["max_z_mean"] < Z_MAX
                    and out["max_z_sd"] < Z_MAX)
   out["flagged"] = [] if out["passed"] else flags(result)
