@@ -183,10 +183,16 @@ def main():
           if tool == "edward_lite":
             cmd = [sys.executable, __file__, "--options", args.options,
                    "--run", posterior, str(seed), out]
+            # A cold compile cache: every run compiles, as a new model does.
+            env = dict(os.environ, ED_COMPILE_CACHE=os.path.join(tmp, f"xla-{posterior}-{seed}"))
           else:
             cmd = [args.peers_python, os.path.join(HERE, "adaptation_peers.py"), tool,
                    posterior, str(seed), out, data]
-          done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            # One BLAS thread per chain thread (nutpie runs a thread per chain;
+            # a multi-threaded BLAS in each oversubscribes the cores).
+            env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                       MKL_NUM_THREADS="1")
+          done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
           if done.returncode:
             print(f"{tool} {posterior} seed {seed} failed:\n{done.stderr[-2000:]}")
             continue

@@ -20,8 +20,10 @@ log density), ``checks/`` (bad input caught at the boundary), ``mcmc/`` and
 chunked host loop, checkpoints, seeds, save and load).
 """
 
+from edward_lite.runtime import compile_cache
 from edward_lite.runtime.console import quiet_startup
 
+compile_cache.configure()  # before TensorFlow reads its XLA flags
 quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 
 # pylint: disable=wrong-import-position

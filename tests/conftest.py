@@ -1,6 +1,15 @@
+import atexit
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Each test process its own compile cache (runtime/compile_cache.py), removed
+# at exit: the suite neither reads a stale cache in the user's home nor leaves
+# one there.
+if "ED_COMPILE_CACHE" not in os.environ:
+  os.environ["ED_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="edward_lite_xla_")
+  atexit.register(shutil.rmtree, os.environ["ED_COMPILE_CACHE"], ignore_errors=True)
 
 # Four logical CPU devices, so the distributed tests can run MirroredStrategy
 # with 1, 2 and 4 replicas.  This must happen before TensorFlow initializes

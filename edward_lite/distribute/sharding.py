@@ -87,7 +87,8 @@ class ShardedTarget:
       shards = [[t[bounds[i]:bounds[i + 1]] for t in tensors] for i in range(r)]
       self._shards = strategy.experimental_distribute_values_from_function(
           lambda ctx: shards[ctx.replica_id_in_sync_group])
-    self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile)
+    self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile,
+                                   autograph=False)
 
   def __getattr__(self, name):
     # The rest of the ``Density`` interface and the target's public API

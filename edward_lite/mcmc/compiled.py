@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite import distribute
-from edward_lite.runtime import fingerprints
+from edward_lite.runtime import console, fingerprints
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.model.target import make_target
 
@@ -77,13 +77,13 @@ class Program:
       with base.random_algorithm(alg):
         return chunk.run_chunk(target, kernel, state, inputs, capacity)
 
-    self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit)
-    self._draw_initial_fn = tf.function(self._draw_initial)
-    self._initial_chunk_state_fn = tf.function(self._initial_chunk_state)
+    self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit, autograph=False)
+    self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
+    self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
-    self.log_prob = tf.function(target.log_prob_flat)
+    self.log_prob = tf.function(target.log_prob_flat, autograph=False)
     self._value_and_gradient_fn = tf.function(
-        lambda u: tfp.math.value_and_gradient(target.log_prob_flat, u))
+        lambda u: tfp.math.value_and_gradient(target.log_prob_flat, u), autograph=False)
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
@@ -93,6 +93,7 @@ class Program:
                         for t in tf.nest.flatten(args))
     if key not in self._concrete:
       self._concrete[key] = fn.get_concrete_function(*args)
+      return console.without_cache_note(self._concrete[key], *args)  # compiles or loads
     return self._concrete[key](*args)
 
   def run_chunk(self, state, inputs, capacity):

@@ -53,10 +53,43 @@ class ModelData:
     return self.likelihood_scale if observed else self.prior_scale
 
 
-def call_program(program, data, float_dtype=None):
-  """``program(*data.args, **data.kwargs)`` in the model's floating dtype."""
+def call_program(program, data, float_dtype=None, autograph=True):
+  """``program(*data.args, **data.kwargs)`` in the model's floating dtype.
+
+  Traced (inside a ``tf.function``) the program's own body runs converted by
+  AutoGraph (``graph_program``), unless ``autograph=False`` (the check for
+  Python control flow on latents, which must see the program as written).
+  """
+  if autograph and not tf.executing_eagerly():
+    program = graph_program(program)
   with dtypes.float_scope(float_dtype):
     return program(*data.args, **data.kwargs)
+
+
+_CONVERTED = {}  # id(program) -> (program, its AutoGraph conversion)
+
+
+def graph_program(program):
+  """``program`` with its own body converted by AutoGraph, once per program.
+
+  The library traces its functions without AutoGraph (``tf.function(...,
+  autograph=False)``, as TFP does): converting every function on the way from
+  a compiled chunk to the program took most of the seconds before the first
+  draw (benchmarks/RESULTS.md §24).  The program's own body still is, so a
+  ``for i in tf.range(n)`` or an ``if`` on data in it becomes graph control
+  flow as a ``tf.function`` user expects; the functions it calls run as
+  written (write their loops with ``tf.scan``/``tf.while_loop``).  A program
+  AutoGraph cannot read (no source, e.g. typed at a prompt; a builtin) runs
+  as written.
+  """
+  hit = _CONVERTED.get(id(program))
+  if hit is None:
+    try:
+      converted = tf.autograph.to_graph(program, recursive=False)
+    except Exception:  # pylint: disable=broad-except
+      converted = program
+    hit = _CONVERTED[id(program)] = (program, converted)
+  return hit[1]
 
 
 def is_array_like(x):

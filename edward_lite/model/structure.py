@@ -119,7 +119,7 @@ def trace_model(program, args, kwargs, observed, structure_checks, float_dtype):
   for _ in range(max(structure_checks, 1) - 1):
     _check_same_structure(found, _trace(program, data, float_dtype))
   graph = check_python_control_flow(
-      lambda: call_program(program, data, float_dtype),
+      lambda: call_program(program, data, float_dtype, autograph=False),
       observed={n: found[n][0].value for n in data.observed})
 
   observed_values, fixed = {}, {}

@@ -218,7 +218,7 @@ class Target:
     if self._loops is None:
       spec = {n: tf.TensorSpec(i.unconstrained_shape, i.dtype)
               for n, i in self._structure.latents.items()}
-      graph = tf.function(self.density_fn()).get_concrete_function(spec).graph
+      graph = tf.function(self.density_fn(), autograph=False).get_concrete_function(spec).graph
       graph_def = graph.as_graph_def()
       ops = {n.op for n in graph_def.node}
       ops.update(n.op for f in graph_def.library.function for n in f.node_def)

@@ -22,7 +22,10 @@ which ``ed.distribute.logical_cpus`` must still be able to configure.
 edward_lite's own warnings, convergence notes and Python warnings are
 untouched, except TensorFlow's note that ``vectorized_map`` loops over a
 random op it cannot vectorize (an implementation detail of prior and
-predictive draws).
+predictive draws), and the ERROR line TensorFlow logs each time it loads an
+executable from the compile cache (``runtime/compile_cache.py``: it tries a
+text parse before the binary one), dropped from the first call of each
+compiled function (``without_cache_note``, ``first_call_quiet``).
 """
 
 import logging
@@ -30,7 +33,12 @@ import os
 import sys
 import tempfile
 
-__all__ = ["quiet_startup", "mute_onednn_int32_note"]
+__all__ = ["quiet_startup", "mute_onednn_int32_note", "without_cache_note", "first_call_quiet"]
+
+# TensorFlow reads a cached XLA executable (``runtime/compile_cache.py``) by
+# first trying to parse it as text; the failed attempt logs this ERROR line
+# before the binary read succeeds.
+_CACHE_NOTE = b"Error parsing text-format tensorflow.XlaSerializedCacheEntry"
 
 _ONEDNN_NOTE_MUTED = False
 
@@ -67,25 +75,56 @@ def mute_onednn_int32_note():
       _with_stderr_buffered(lambda: tf.transpose(tf.zeros([1, 2], tf.int32)))
 
 
-def _with_stderr_buffered(fn):
-  """Calls ``fn`` with file descriptor 2 sent to a buffer, replayed if it raises."""
+def without_cache_note(fn, *args):
+  """``fn(*args)`` (a compiled function's first call, which may load a cached
+  executable) with stderr buffered and replayed without the cache's note."""
+  if _verbose():
+    return fn(*args)
+  out = []
+  _with_stderr_buffered(lambda: out.append(fn(*args)), keep=lambda line: _CACHE_NOTE not in line)
+  return out[0]
+
+
+def first_call_quiet(fn):
+  """``fn`` whose first call runs through ``without_cache_note``."""
+  called = []
+
+  def call(*args):
+    if called:
+      return fn(*args)
+    called.append(True)
+    return without_cache_note(fn, *args)
+
+  return call
+
+
+def _with_stderr_buffered(fn, keep=None):
+  """Calls ``fn`` with file descriptor 2 sent to a buffer, replayed if it
+  raises; if ``keep`` is given, its lines ``keep(line)`` are replayed always."""
   try:
     saved = os.dup(2)
   except OSError:  # no stderr file descriptor
     fn()
     return
+  sys.stderr.flush()
   with tempfile.TemporaryFile() as buffer:
     os.dup2(buffer.fileno(), 2)
+    failed = False
     try:
       fn()
     except BaseException:
-      os.dup2(saved, 2)
-      buffer.seek(0)
-      sys.stderr.write(buffer.read().decode(errors="replace"))
+      failed = True
       raise
     finally:
       os.dup2(saved, 2)
       os.close(saved)
+      if failed or keep is not None:
+        buffer.seek(0)
+        lines = buffer.read().splitlines(keepends=True)
+        kept = b"".join(l for l in lines if failed or keep(l))
+        if kept:
+          sys.stderr.write(kept.decode(errors="replace"))
+          sys.stderr.flush()
 
 
 def _import_and_filter(list_devices=False):

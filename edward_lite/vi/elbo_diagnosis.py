@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.checks import nonfinite
-from edward_lite.runtime import seeds
+from edward_lite.runtime import console, seeds
 from edward_lite.vi.elbo import elbo_and_gradients
 
 __all__ = ["diagnose", "check_finite_start"]
@@ -36,10 +36,10 @@ def diagnose(surrogate, target, step_target, seed, samples, stl, step, jit_compi
       if bad:
         return (f"the data '{name}' of this step contains {bad} non-finite value(s) "
                 "(NaN or inf); remove or impute them.")
-  _, elbo_grads, state, log_q = tf.function(
+  _, elbo_grads, state, log_q = console.without_cache_note(tf.function(
       lambda: elbo_and_gradients(surrogate, step_target, seed, samples, stl,
                                   tf.constant(step)),
-      jit_compile=jit_compile)()
+      jit_compile=jit_compile, autograph=False))
   values = surrogate.constrained(target, state)
   for name, value in values.items():
     bad = int(np.sum(~np.all(np.isfinite(np.reshape(value.numpy(), [samples, -1])), axis=1)))

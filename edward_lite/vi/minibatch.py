@@ -26,7 +26,7 @@ import typing
 import tensorflow as tf
 
 from edward_lite.checks import arguments
-from edward_lite.runtime import seeds
+from edward_lite.runtime import console, seeds
 from edward_lite.model.data import RowData
 from edward_lite.model.target import make_target
 
@@ -210,10 +210,12 @@ class DatasetBatches:
       model_log_prob: ``(target, state) -> [n]`` (the surrogate's).
       target: the fit's target.
     """
-    prior_fn = tf.function(lambda state: model_log_prob(
-        self.target_for(target, self._first, 0.), state), jit_compile=True)
-    term_fn = tf.function(lambda state, batch: model_log_prob(
-        self.target_for(target, batch, 1.), state), jit_compile=True)
+    prior_fn = console.first_call_quiet(tf.function(lambda state: model_log_prob(
+        self.target_for(target, self._first, 0.), state), jit_compile=True,
+        autograph=False))
+    term_fn = console.first_call_quiet(tf.function(lambda state, batch: model_log_prob(
+        self.target_for(target, batch, 1.), state), jit_compile=True,
+        autograph=False))
 
     def full_log_prob(state):
       prior = prior_fn(state)

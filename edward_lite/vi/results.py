@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from edward_lite.checks import arguments
 from edward_lite.analysis import psis
-from edward_lite.runtime import seeds
+from edward_lite.runtime import console, seeds
 from edward_lite.analysis.summary import Summary, present, select_names
 from edward_lite.vi.families import FullRank, MeanField
 
@@ -63,7 +63,8 @@ class VIResult:
     self._seed = seed
     self._calls = 0  # unseeded sample() calls so far
     self._importance = None
-    self._draw_fn = tf.function(self._draw_batch, jit_compile=True)
+    self._draw_fn = console.first_call_quiet(
+        tf.function(self._draw_batch, jit_compile=True, autograph=False))
     # The model's full-data log density of a batch of surrogate draws (one
     # pass over a dataset when the fit streamed one).
     self._full_log_prob = full_log_prob

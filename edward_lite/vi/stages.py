@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite import distribute
+from edward_lite.runtime import console
 from edward_lite.runtime.checkpoint import CheckpointMismatchError
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.vi import elbo as elbo_lib
@@ -146,12 +147,13 @@ def run_stage(stage, problem, start=0, trace=None):
   if batches is not None and not batches.compiled:
     # The loop reads a dataset iterator: compile the step only.
     train_step = tf.function(train_step,
-                             jit_compile=problem.jit_compile and strategy is None)
+                             jit_compile=problem.jit_compile and strategy is None,
+                             autograph=False)
   dtype = surrogate.variables[0].dtype
-  run = tf.function(
+  run = console.first_call_quiet(tf.function(
       lambda begin, n, stop_on_bad: elbo_lib.run_chunk(
           train_step, batches, seed, begin, n, stop_on_bad, stage.chunk, dtype),
-      jit_compile=problem.jit_compile and compiled)
+      jit_compile=problem.jit_compile and compiled, autograph=False))
   state_vars = surrogate.variables + list(stage.optimizer.variables)
   first_chunk, previous, converged = None, None, False
 
