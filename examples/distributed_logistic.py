@@ -114,7 +114,7 @@ def main(argv=None):
   out = run(strategy, args.n, args.d, args.chains, args.warmup, args.draws, args.parallel,
             args.seed, args.compare, dtype=np.float64 if args.compare else np.float32,
             progress=True)
-  out["posterior"].summary()
+  out["posterior"].print_summary()
   print(f"wall {out['wall_s']:.1f} s, {out['grads_per_s']:.0f} gradient evaluations/s "
         "(per chain, summed over chains)")
   if args.compare:

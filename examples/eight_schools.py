@@ -71,7 +71,7 @@ def main():
         f"{t['compile_s']:.1f} s, rest of warmup {t['warmup_s'] - t['compile_s']:.2f} s, "
         f"sampling {t['sampling_s']:.2f} s; "
         f"{int(posterior.divergences.sum())} divergences; step size {posterior.step_size[0]:.3f}")
-  posterior.summary()
+  posterior.print_summary()
   print("\nReference (Stan, 4 x 25,000 draws): mu 4.39 (sd 3.32), tau 3.57 (sd 3.19)")
 
 

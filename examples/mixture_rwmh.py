@@ -80,7 +80,7 @@ def main():
   est, mcse = float(result.mean["x"].mean()), float(result.streamed["mcse_mean"]["x"])
   print(f"mean {est:.4f} (exact {mean:.2f}, {abs(est - mean) / mcse:.1f} MCSE away), variance "
         f"{result.variance['x'].mean() + result.mean['x'].var():.3f} (exact {var:.2f})")
-  result.summary()
+  result.print_summary()
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ def main(quick=False, plot=None, seed=0):
     posterior = ed.mcmc.sample(model, x, observed={"y": y}, seed=seed, progress=False,
                                **size)
     print(f"\n{name} regression")
-    posterior.summary()
+    posterior.print_summary()
     fits[name] = posterior.to_arviz()
   with warnings.catch_warnings():
     # ArviZ warns (once here, once more in az.compare) when a Pareto k is

@@ -192,7 +192,7 @@ def fit_sv(num_steps, settings):
                              kernel=ed.mcmc.NUTS(target_accept=0.99), dtype=tf.float64,
                              **settings)
   _header(f"Stochastic volatility, T={num_steps}", posterior)
-  posterior.summary(var_names=["mu", "phi", "sigma"], print_table=True)  # warnings: every variable
+  posterior.print_summary(var_names=["mu", "phi", "sigma"])  # warnings: every variable
   print(f"(h_std and h: {num_steps} rows each)")
   d = posterior.draws
   lo, hi = np.quantile(d["h"], [0.05, 0.95], axis=(0, 1))
@@ -207,7 +207,7 @@ def fit_garch(num_steps, settings):
   r = simulate_garch(num_steps, seed=0, **GARCH_TRUE)
   posterior = ed.mcmc.sample(garch, r, observed={"r": r}, **settings)
   _header(f"GARCH(1,1), T={num_steps}", posterior)
-  posterior.summary()
+  posterior.print_summary()
   print(_against_truth({k: posterior.draws[k] for k in GARCH_TRUE}, GARCH_TRUE))
   return dict(posterior=posterior, truth=GARCH_TRUE)
 
@@ -216,7 +216,7 @@ def fit_hmm(num_steps, settings):
   y, _ = simulate_hmm(num_steps, seed=0, **HMM_TRUE)
   posterior = ed.mcmc.sample(hmm, num_steps, observed={"y": y}, **settings)
   _header(f"Hidden Markov model, 3 states, T={num_steps}", posterior)
-  posterior.summary()
+  posterior.print_summary()
   d = posterior.draws
   print(_against_truth({k: d[k] for k in HMM_TRUE}, HMM_TRUE))
   return dict(posterior=posterior, truth=HMM_TRUE)

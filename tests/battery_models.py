@@ -967,7 +967,7 @@ def flags(result):
   what tells its user not to trust it."""
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    result.summary(print_table=False)
+    result.summary()
   return [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
 
 

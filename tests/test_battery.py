@@ -51,7 +51,7 @@ def test_centred_funnel_is_flagged_when_it_is_wrong():
   out = bm.run(bm.MODELS["funnel"], chains=4, seed=0, warmup=300, draws=300)
   if not out["passed"]:
     with pytest.warns(RuntimeWarning, match="R-hat > 1.01|divergent|stuck|apart"):
-      out["result"].summary(print_table=False)
+      out["result"].summary()
 
 
 def test_references_agree_with_a_second_computation():

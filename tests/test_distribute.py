@@ -193,7 +193,7 @@ def test_data_parallel_nuts_recovers_conjugate_posterior(strategies):
   result = ed.mcmc.sample(normal_mean, np.ones_like(y), observed={"y": y}, chains=8, warmup=200,
                           draws=300, seed=5, progress=False, strategy=strategies[4])
   draws = result.draws["mu"]
-  se = s / np.sqrt(result.summary(print_table=False).loc["mu", "ess_bulk"])
+  se = s / np.sqrt(result.summary().loc["mu", "ess_bulk"])
   assert abs(draws.mean() - m) < 4 * se
   assert abs(draws.std() / s - 1) < 0.15
 
@@ -251,7 +251,7 @@ def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies, cha
                 init={"mu": 0.})
   result = ed.mcmc.sample(normal_mean, len(y), **kwargs)
   draws = result.draws["mu"]
-  se = s / np.sqrt(result.summary(print_table=False).loc["mu", "ess_bulk"])
+  se = s / np.sqrt(result.summary().loc["mu", "ess_bulk"])
   assert abs(draws.mean() - m) < 4 * se
   assert abs(draws.std() / s - 1) < 0.15
   np.testing.assert_array_equal(ed.mcmc.sample(normal_mean, len(y), **kwargs).draws["mu"], draws)
@@ -408,7 +408,7 @@ def test_loop_program_under_strategies(strategies):
     result = ed.mcmc.sample(ar1_scan, y, observed={"y": y[1:]}, chains=4, warmup=200,
                             draws=300, seed=6, progress=False, strategy=strategies[2],
                             parallel=parallel)
-    row = result.summary(print_table=False).loc["phi"]
+    row = result.summary().loc["phi"]
     assert abs(row["mean"] - mean) < 4 * row["mcse_mean"], parallel
     assert abs(row["sd"] / sd - 1.) < 0.2, parallel
   with pytest.raises(ValueError, match="cannot be cut: sample it with parallel='chains'"):

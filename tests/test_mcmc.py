@@ -220,7 +220,7 @@ def test_streaming_moments_equal_moments_of_kept_draws():
                             draws=150, seed=6, progress=False, keep_draws=False)
   assert streamed.draws is None
   np.testing.assert_allclose(streamed.mean["lam"], result.mean["lam"], rtol=1e-6)
-  table = streamed.summary(print_table=False)
+  table = streamed.summary()
   np.testing.assert_allclose(table.loc["lam", "mean"], lam.mean(), rtol=1e-5)
   np.testing.assert_allclose(table.loc["lam", "sd"], lam.std(ddof=1), rtol=1e-3)
 
@@ -236,7 +236,7 @@ def test_summary_table_and_warnings():
   result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, chains=4,
                           warmup=200, draws=100, seed=10, progress=False)
   with pytest.warns(RuntimeWarning):  # 400 draws: ESS below 400 for some entries
-    table = result.summary(print_table=False)
+    table = result.summary()
   labels = list(table.index)
   assert labels[:3] == ["mu", "tau", "theta_tilde[0]"] and len(labels) == 10
   theta = result.draws["theta_tilde"][..., 3].astype(np.float64)
@@ -320,7 +320,7 @@ def test_to_arviz_matches_our_summary():
   assert idata.posterior["mu"].shape == (4, 150)
   assert int(idata.sample_stats["diverging"].sum()) == int(result.divergences.sum())
   theirs = az.summary(idata, var_names=["mu"])
-  ours = result.summary(print_table=False).loc["mu"]
+  ours = result.summary().loc["mu"]
   np.testing.assert_allclose(theirs["ess_bulk"].iloc[0], ours["ess_bulk"], rtol=1e-3, atol=1)
   np.testing.assert_allclose(theirs["r_hat"].iloc[0], ours["r_hat"], atol=0.006)
 
@@ -410,8 +410,8 @@ def test_progress_lines_off_a_terminal(monkeypatch):
   import sys  # pylint: disable=g-import-not-at-top
   log = io.StringIO()  # a batch job's log: not a terminal
   monkeypatch.setattr(sys, "stderr", log)
-  ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100, draws=100,
-                 seed=15, chunk_size=20)
+  result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=100,
+                          draws=100, seed=15, chunk_size=20, step_size=3.)
   lines = log.getvalue().splitlines()
   assert lines[0] == "sampling: compiling (first call)"
   assert re.fullmatch(r"sampling: first chunk done in \d+\.\d s \(compile included\)",
@@ -422,6 +422,12 @@ def test_progress_lines_off_a_terminal(monkeypatch):
   tenths = [10 * d // 200 for d in done]
   assert tenths == sorted(set(tenths)) and 5 <= len(done) <= 10, lines
   assert done[-1] == 200 and "phase sampling" in lines[-1] and "phase warmup" in lines[2]
+  # Divergences are running counts that say which phase they count.
+  counts = [int(re.search(r"divergent_so_far (\d+)", line).group(1)) for line in lines[2:]]
+  warm = [c for c, line in zip(counts, lines[2:]) if "phase warmup" in line]
+  assert warm == sorted(warm) and counts[-1] == int(np.sum(result.divergences))
+  assert lines[-1].endswith(f"divergent_in_warmup {int(np.sum(result.warmup_divergences))}")
+  assert int(np.sum(result.warmup_divergences)) > 0  # step_size=3 diverges at first
   log.truncate(0)
   ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=2, warmup=10, draws=10,
                  seed=15, progress=False)

@@ -305,7 +305,7 @@ def test_newcomer_model_runs_end_to_end_with_loo():
                              draws=1000, seed=2, init="uniform", progress=False)
   lag, now = y[:-1], y[1:]
   precision = 1. + lag @ lag
-  row = posterior.summary(print_table=False).loc["phi"]
+  row = posterior.summary().loc["phi"]
   assert abs(row["mean"] - lag @ now / precision) < 4 * row["mcse_mean"]
   assert abs(row["sd"] / precision**-0.5 - 1.) < 0.1
   # PSIS-LOO against exact leave-one-term-out: without term t, phi is

@@ -72,6 +72,25 @@ def test_import_and_a_compiled_run_are_quiet():
   assert "I0000" in loud.stderr or "oneDNN" in loud.stderr
 
 
+def test_tensorflow_imported_first_logs_nothing_after_edward_lite():
+  # TensorFlow's own import lines come before edward_lite can act (the Quick
+  # start says how to silence them); nothing after: no cuInit, no XLA start.
+  env = {k: v for k, v in os.environ.items()
+         if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE")}
+  code = ("import sys\n"
+          "import tensorflow as tf\n"
+          "sys.stderr.write('MARK\\n'); sys.stderr.flush()\n"
+          "import edward_lite as ed\n"
+          "r = ed.mcmc.sample(lambda: ed.Normal(0., 1., name='a'), chains=2, warmup=20,\n"
+          "                   draws=20, progress=False)\n"
+          "print(r.draws['a'].shape)\n")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip() == "(20, 2)"
+  assert result.stderr.split("MARK\n", 1)[1] == "", result.stderr[-2000:]
+
+
 def test_every_script_parses_on_this_python():
   # Benchmarks and examples are not imported by other tests; a syntax error
   # newer than setup.py's python_requires (a nested same-quote f-string on

@@ -42,7 +42,7 @@ def test_deterministic_is_kept_with_the_draws_and_summarized(fit):
   mu = fit.draws["a"][..., None] + fit.draws["b"][..., None] * X.astype(np.float32)
   assert fit.draws["mu"].shape == (1000, 4, 12)
   np.testing.assert_allclose(fit.draws["mu"], mu, rtol=1e-5, atol=1e-5)
-  table = fit.summary(print_table=False)
+  table = fit.summary()
   assert "mu[11]" in str(table)
   # The analytic posterior mean of mu_11 = a + b x_11, within 4 MCSE.
   mean, _ = gaussian_posterior(X, Y.astype(np.float64))
@@ -56,7 +56,7 @@ def test_deterministic_from_variational_fit():
   draws = result.sample(500, seed=2)
   np.testing.assert_allclose(draws["mu"], draws["a"][:, None] + draws["b"][:, None] *
                              X.astype(np.float32), rtol=1e-5, atol=1e-5)
-  assert "mu[0]" in str(result.summary(print_table=False))
+  assert "mu[0]" in str(result.summary())
 
 
 def test_log_likelihood_is_pointwise_normal_density(fit):
@@ -191,17 +191,17 @@ def test_model_comparison_example_prefers_the_true_model(tmp_path):
 
 
 def test_summary_selects_variables_adds_hdi_and_rounds(fit):
-  table = fit.summary(var_names=["a", "mu"], print_table=False)
+  table = fit.summary(var_names=["a", "mu"])
   assert list(table.index) == ["a"] + [f"mu[{i}]" for i in range(12)]
-  assert list(fit.summary(var_names="~mu", print_table=False).index) == ["a", "b"]
-  like = fit.summary(var_names=["m"], filter_vars="like", print_table=False)
+  assert list(fit.summary(var_names="~mu").index) == ["a", "b"]
+  like = fit.summary(var_names=["m"], filter_vars="like")
   assert len(like) == 12
-  regex = fit.summary(var_names=[r"^[ab]$"], filter_vars="regex", print_table=False)
+  regex = fit.summary(var_names=[r"^[ab]$"], filter_vars="regex")
   assert list(regex.index) == ["a", "b"]
   with pytest.raises(ValueError, match="'c' matches no variable; the variables are"):
-    fit.summary(var_names=["c"], print_table=False)
+    fit.summary(var_names=["c"])
   # The 90% HDI of a, computed by brute force over all windows of the sorted draws.
-  rounded = fit.summary(var_names="a", hdi_prob=0.9, round_to=2, print_table=False).loc["a"]
+  rounded = fit.summary(var_names="a", hdi_prob=0.9, round_to=2).loc["a"]
   x = np.sort(fit.draws["a"].ravel())
   width = int(np.ceil(0.9 * x.size))
   start = np.argmin(x[width:] - x[:x.size - width])
@@ -209,16 +209,16 @@ def test_summary_selects_variables_adds_hdi_and_rounds(fit):
   assert rounded["hdi_high"] == round(float(x[start + width]), 2)
   assert rounded["mean"] == round(float(fit.draws["a"].mean()), 2)
   pd = pytest.importorskip("pandas")
-  frame = fit.summary(var_names="b", print_table=False)
+  frame = fit.summary(var_names="b")
   assert isinstance(frame, pd.DataFrame)
   assert list(frame.index) == ["b"] and frame.loc["b", "r_hat"] < 1.01
 
 
 def test_summary_without_pandas_is_a_table_with_the_same_loc(fit, monkeypatch):
   pytest.importorskip("pandas")
-  frame = fit.summary(print_table=False)
+  frame = fit.summary()
   monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas -> ImportError
-  table = fit.summary(print_table=False)
+  table = fit.summary()
   assert not hasattr(table, "iloc") and list(table.index) == list(frame.index)
   for label in frame.index:
     for column in frame.columns:
@@ -227,15 +227,37 @@ def test_summary_without_pandas_is_a_table_with_the_same_loc(fit, monkeypatch):
   assert repr(table).splitlines()[1].startswith("a ")
 
 
-def test_summary_in_an_interactive_session_shows_once(fit, monkeypatch, capsys):
+def test_summary_returns_and_print_summary_prints_each_once(fit, capsys):
   import warnings  # pylint: disable=g-import-not-at-top
-  from edward_lite.analysis import summary as results  # pylint: disable=g-import-not-at-top
-  monkeypatch.setattr(results, "interactive", lambda: True)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
-    table = fit.summary()
-  assert capsys.readouterr().out == ""  # the REPL shows the returned table itself
-  assert repr(table).splitlines()[1].startswith("a ")
-  monkeypatch.setattr(results, "interactive", lambda: False)
-  fit.summary()
-  assert capsys.readouterr().out.splitlines()[1].startswith("a ")  # a script prints it
+    table = fit.summary()  # this run has no warning to issue
+  assert capsys.readouterr().out == ""  # returned, not printed
+  print(table)
+  assert capsys.readouterr().out.count("\na ") == 1
+  assert fit.print_summary() is None
+  printed = capsys.readouterr().out
+  assert printed.count("\na ") == 1 and str(round(table.loc["a", "mean"], 3)) in printed
+  with pytest.warns(DeprecationWarning, match="print_summary"):
+    fit.summary(print_table=False)
+
+
+def test_summary_warns_and_print_summary_prints_the_warnings_once(capsys):
+  # Two chains started far apart with no warmup: R-hat far above 1.01.
+  def model():
+    return ed.Normal(0., 1., name="a")
+
+  import warnings  # pylint: disable=g-import-not-at-top
+  stuck = ed.mcmc.sample(model, chains=2, warmup=0, draws=20, seed=0, progress=False,
+                         kernel=ed.mcmc.RWMH(scale=1e-3, adapt=False),
+                         init=np.array([[-5.], [5.]]))
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    stuck.summary()
+  notes = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+  assert any("R-hat" in n for n in notes) and capsys.readouterr().out == ""
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    stuck.print_summary()
+  printed = capsys.readouterr().out
+  assert not caught and printed.count("WARNING:") == len(notes)

@@ -64,7 +64,7 @@ def test_a_stuck_chain_is_moved_in_warmup_and_named_without_it():
                             draws=200, seed=0, init=init, progress=False)
   assert [c for c, kind, _ in unwarmed.stuck_chains() if kind == "stuck"] == [4]
   with pytest.warns(RuntimeWarning, match="Chain 4 is stuck"):
-    unwarmed.summary(print_table=False)
+    unwarmed.summary()
   pooled = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=300,
                           draws=200, seed=0, init=init, pooled=True, progress=False)
   assert pooled.stuck_chains() == []

@@ -80,8 +80,7 @@ def test_sampler_without_draws_reports_ess_and_split_rhat():
                 draws=800, seed=3, progress=False)
   kept = ed.mcmc.sample(normal_normal, **kwargs)
   streamed = ed.mcmc.sample(normal_normal, keep_draws=False, **kwargs)
-  ours, reference = streamed.summary(print_table=False).loc["mu"], kept.summary(
-      print_table=False).loc["mu"]
+  ours, reference = streamed.summary().loc["mu"], kept.summary().loc["mu"]
   assert abs(ours["ess_bulk"] / reference["ess_bulk"] - 1) < 0.35
   assert abs(ours["r_hat"] - reference["r_hat"]) < 0.01
   np.testing.assert_allclose(ours["mean"], reference["mean"], rtol=1e-5)

@@ -489,7 +489,7 @@ def test_flow_needs_two_dimensions_and_optimizer_type():
 
 def test_summary_and_arviz():
   fit = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=800, seed=11, progress=False)
-  table = fit.summary(print_table=False)
+  table = fit.summary()
   row = table.loc["mu"]
   np.testing.assert_allclose(row["psis_mean"], Y_NN.sum() / NN_PREC, atol=0.02)
   np.testing.assert_allclose(row["psis_sd"], NN_PREC**-0.5, rtol=0.05)

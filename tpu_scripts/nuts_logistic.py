@@ -45,7 +45,7 @@ def main(argv=None):
   out = distributed_logistic.run(strategy, args.n, args.d, args.chains, args.warmup,
                                  args.draws, args.parallel, args.seed,
                                  progress=True)
-  out["posterior"].summary()
+  out["posterior"].print_summary()
   print(f"{out['replicas']} replicas: wall {out['wall_s']:.1f} s, "
         f"{out['grads_per_s']:.0f} gradient evaluations/s")
   return out

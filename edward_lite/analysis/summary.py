@@ -2,18 +2,19 @@
 selection arguments of ``summary()`` (after ArviZ's ``az.summary``).
 
 ``summary()`` returns a ``pandas.DataFrame`` (one row per scalar, indexed by
-label, as ArviZ's) when pandas is installed, else a ``Summary`` whose
-``repr`` is the table; both answer ``table.loc["mu", "mean"]``,
+label, as ArviZ's ``az.summary``) when pandas is installed, else a
+``Summary`` whose ``repr`` is the table, and issues its warnings;
+``print_summary()`` prints the table and its warnings and returns None (as
+NumPyro's ``MCMC.print_summary``).  Both tables answer ``table.loc["mu", "mean"]``,
 ``table.loc["mu"]["mean"]``, ``table.index`` and ``len(table)``.
 """
 
 import re
-import sys
 import warnings
 
 import numpy as np
 
-__all__ = ["Summary", "COLUMNS", "select_names", "hdi", "interactive", "present"]
+__all__ = ["Summary", "COLUMNS", "select_names", "hdi", "present", "show"]
 
 COLUMNS = ("mean", "sd", "mcse_mean", "q5", "q50", "q95", "ess_bulk", "ess_tail", "r_hat")
 
@@ -99,19 +100,21 @@ class _Loc:
     return self._index[key]
 
 
-def present(table, print_table, header=None):
-  """What ``summary()`` prints and returns.
+def present(table, print_table=None, header=None):
+  """What ``summary()`` returns: the table as a ``pandas.DataFrame`` (notes
+  in ``attrs["notes"]``) when pandas is installed, else the ``Summary``; its
+  notes issued once as ``RuntimeWarning``, so ``print(result.summary())``
+  shows the table once and each warning once.
 
-  Printed (``header``, the table, its warnings) when ``print_table`` is True,
-  or None outside an interactive session; otherwise the warnings are issued
-  as ``RuntimeWarning`` and the returned table shows itself.  Returns the
-  table as a ``pandas.DataFrame`` (notes in ``attrs["notes"]``) when pandas
-  is installed, else the ``Summary``.
+  ``print_table`` is the old spelling of ``print_summary()`` (deprecated):
+  True prints ``header``, the table and its notes instead of warning.
   """
-  if print_table or (print_table is None and not interactive()):
-    if header:
-      print(header)
-    print(table)  # warnings included
+  if print_table is not None:
+    warnings.warn("summary(print_table=...) is deprecated: summary() returns the table "
+                  "and print_summary() prints it with its warnings.", DeprecationWarning,
+                  stacklevel=3)
+  if print_table:
+    show(table, header)
   else:
     for note in table.notes:
       warnings.warn(note, RuntimeWarning, stacklevel=3)
@@ -120,6 +123,14 @@ def present(table, print_table, header=None):
   except ImportError:
     return table
   return table.to_dataframe()
+
+
+def show(table, header=None):
+  """What ``print_summary()`` prints: ``header``, the table and its notes
+  (each as a ``WARNING:`` line) on standard output."""
+  if header:
+    print(header)
+  print(table)
 
 
 def select_names(names, var_names=None, filter_vars=None):
@@ -162,12 +173,3 @@ def hdi(x, prob):
   low = np.take_along_axis(x, start[None], axis=0)[0]
   high = np.take_along_axis(x, (start + width)[None], axis=0)[0]
   return low, high
-
-
-def interactive():
-  """Whether Python runs interactively (a REPL or IPython), where a returned
-  table is shown by its repr and printing it too would show it twice."""
-  if hasattr(sys, "ps1") or sys.flags.interactive:
-    return True
-  shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
-  return shell is not None

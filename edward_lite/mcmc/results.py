@@ -7,7 +7,7 @@ import numpy as np
 
 from edward_lite.analysis import diagnostics
 from edward_lite.mcmc import base, metric, streaming
-from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names
+from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -128,15 +128,24 @@ class MCMCResult:
       hdi_prob: adds ``hdi_low`` / ``hdi_high`` columns, the highest-density
         interval of this probability (needs kept draws).
       round_to: decimals of every value.
-      print_table: print the table and its warnings (default: yes, except in
-        an interactive session, where the returned table shows itself);
-        otherwise the warnings are issued as ``RuntimeWarning``.
+      print_table: deprecated; ``print_summary()`` prints.
+
+    The warnings (R-hat, ESS, divergences, stuck chains) are issued as
+    ``RuntimeWarning``; ``print_summary()`` prints them under the table.
 
     Returns:
       A ``pandas.DataFrame`` indexed by label (``table.loc["mu", "mean"]``;
       the warnings in ``table.attrs["notes"]``), or without pandas a
       ``Summary`` that answers the same ``loc`` and ``index``.
     """
+    return present(self._table(var_names, filter_vars, hdi_prob, round_to), print_table)
+
+  def print_summary(self, var_names=None, filter_vars=None, hdi_prob=None, round_to=None):
+    """Prints ``summary()``'s table and its warnings; returns None."""
+    show(self._table(var_names, filter_vars, hdi_prob, round_to))
+
+  def _table(self, var_names, filter_vars, hdi_prob, round_to):
+    """The ``Summary`` of ``summary()``."""
     rows, shown = [], []
     names = self.target.names + (self.target.deterministic_names if self.draws else ())
     keep = set(select_names(names, var_names, filter_vars))
@@ -155,7 +164,7 @@ class MCMCResult:
         if name in keep:
           shown.append(row)
     notes = self._warnings(rows)
-    return present(Summary(shown, notes, columns=columns, round_to=round_to), print_table)
+    return Summary(shown, notes, columns=columns, round_to=round_to)
 
   def _stats(self, name):
     if self.draws is not None:

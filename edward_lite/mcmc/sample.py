@@ -298,7 +298,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         steps=n, record=record, total=new_total,
         # The first call's time is its compile and its run.
         timing=("compile_s",) * first_call + ("warmup_s" if in_warmup else "sampling_s",),
-        postfix={"phase": "warmup" if in_warmup else "sampling", **_postfix(out, step_size, n)},
+        postfix=_postfix(out, totals, in_warmup, step_size, n),
         info=dict(step=end, total=run_schedule[-1].end, warmup=in_warmup, step_size=step_size,
                   divergences=int(np.sum(out["totals"]["diverging"])),
                   gradients=out["totals"]["n_grads"]))
@@ -388,7 +388,14 @@ def _chains_agree(window, n):
   return np.isfinite(rhat) and rhat < AGREE_RHAT
 
 
-def _postfix(out, step_size, n):
-  return dict(step_size=f"{float(np.mean(step_size)):.3g}",
-              accept=f"{np.mean(out['totals']['accept_prob']) / n:.2f}",
-              divergences=int(np.sum(out["totals"]["diverging"])))
+def _postfix(out, totals, in_warmup, step_size, n):
+  """The progress line's statistics: the phase, the step size, the mean
+  acceptance of the last chunk, and the divergent transitions so far (in
+  warmup while it runs; after it, those of sampling and, apart, warmup's)."""
+  count = lambda phase: int(np.sum(totals[phase]["diverging"]))  # pylint: disable=unnecessary-lambda-assignment
+  stats = dict(phase="warmup" if in_warmup else "sampling",
+               step_size=f"{float(np.mean(step_size)):.3g}",
+               accept=f"{np.mean(out['totals']['accept_prob']) / n:.2f}")
+  if in_warmup:
+    return dict(stats, divergent_so_far=count("warmup"))
+  return dict(stats, divergent_so_far=count("sampling"), divergent_in_warmup=count("warmup"))

@@ -8,7 +8,12 @@ info and warnings off, errors kept) and (2) sends stderr to a buffer while
 TensorFlow is imported and lists its devices, replaying the buffer if the
 import fails.  It does nothing when TensorFlow is already imported, when
 ``ED_VERBOSE=1``, or when the user asks for TensorFlow's logs with
-``TF_CPP_MIN_LOG_LEVEL=0`` (another level they set is kept).
+``TF_CPP_MIN_LOG_LEVEL=0`` (another level they set is kept).  When the
+user's script imported TensorFlow first, its log level is already fixed, so
+the lines TensorFlow logs later -- listing devices (``cuInit``) and
+starting XLA at the first compile -- are filtered by their text instead
+(``_STARTUP_NOTES``); TensorFlow's import lines themselves came before
+edward_lite could act.
 ``mute_onednn_int32_note`` does the same for one run-time line: on CPUs
 without AVX-512, the first int32 transpose a process runs logs
 ``E0000 ... oneDNN supports DT_INT32 only on platforms with AVX-512``, an
@@ -40,6 +45,14 @@ __all__ = ["quiet_startup", "mute_onednn_int32_note", "without_cache_note", "fir
 # before the binary read succeeds.
 _CACHE_NOTE = b"Error parsing text-format tensorflow.XlaSerializedCacheEntry"
 
+# Lines TensorFlow logs after its import about the machine, not the model:
+# CUDA probing on a machine without a GPU, and XLA's start at the first
+# compile.  Dropped by text when TensorFlow was imported before edward_lite.
+_STARTUP_NOTES = (b"failed call to cuInit", b"Could not find cuda drivers",
+                  b"All log messages before absl::InitializeLog", b"XLA service 0x",
+                  b"StreamExecutor [", b"disabling MLIR crash reproducer",
+                  b"Compiled cluster using XLA")
+
 _ONEDNN_NOTE_MUTED = False
 
 
@@ -56,8 +69,11 @@ def _verbose():
 
 def quiet_startup():
   """Imports TensorFlow quietly (see the module docstring)."""
-  if _verbose() or "tensorflow" in sys.modules:
+  if _verbose():
     _import_and_filter()
+    return
+  if "tensorflow" in sys.modules:
+    _with_stderr_buffered(lambda: _import_and_filter(list_devices=True), keep=_not_startup_note)
     return
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
   _with_stderr_buffered(lambda: _import_and_filter(list_devices=True))
@@ -81,7 +97,8 @@ def without_cache_note(fn, *args):
   if _verbose():
     return fn(*args)
   out = []
-  _with_stderr_buffered(lambda: out.append(fn(*args)), keep=lambda line: _CACHE_NOTE not in line)
+  _with_stderr_buffered(lambda: out.append(fn(*args)),
+                        keep=lambda line: _CACHE_NOTE not in line and _not_startup_note(line))
   return out[0]
 
 
@@ -96,6 +113,10 @@ def first_call_quiet(fn):
     return without_cache_note(fn, *args)
 
   return call
+
+
+def _not_startup_note(line):
+  return not any(note in line for note in _STARTUP_NOTES)
 
 
 def _with_stderr_buffered(fn, keep=None):

@@ -109,7 +109,8 @@ def load(path, model=None, *args, **kwargs):
   """Reads a result written by ``save``.
 
   Args:
-    path: the ``.npz`` file.
+    path: the ``.npz`` file (``save``'s path: the ``.npz`` suffix that
+      ``save`` adds may be left out, as NumPy's ``savez`` and ``load``).
     model, *args, **kwargs: optionally the program and its arguments; the
       saved observed values are used, and the latents must have the saved
       names and shapes.
@@ -127,6 +128,11 @@ def load(path, model=None, *args, **kwargs):
       fit it; both messages name the file.
   """
   path = os.fspath(path)
+  if not os.path.exists(path) and not path.endswith(".npz") and os.path.exists(path + ".npz"):
+    path += ".npz"
+  if not os.path.exists(path):
+    raise FileNotFoundError(f"ed.load: no file {path!r}"
+                            + ("" if path.endswith(".npz") else " (nor with .npz added)") + ".")
   try:
     with np.load(path, allow_pickle=False) as data:
       arrays = {k: data[k] for k in data.files}

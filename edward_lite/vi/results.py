@@ -10,7 +10,7 @@ import tensorflow as tf
 from edward_lite.checks import arguments
 from edward_lite.analysis import psis
 from edward_lite.runtime import console, seeds
-from edward_lite.analysis.summary import Summary, present, select_names
+from edward_lite.analysis.summary import Summary, present, select_names, show
 from edward_lite.vi.families import FullRank, MeanField
 
 __all__ = ["VIResult", "ImportanceSample"]
@@ -251,6 +251,17 @@ class VIResult:
     convergence.  ``var_names``, ``filter_vars``, ``round_to`` and
     ``print_table`` as ``MCMCResult.summary``.  Returns a ``pandas.DataFrame``
     (without pandas a ``Summary``), as ``MCMCResult.summary``."""
+    table, header = self._table(var_names, filter_vars, round_to)
+    return present(table, print_table, header)
+
+  def print_summary(self, var_names=None, filter_vars=None, round_to=None):
+    """Prints a line on the fit (k-hat, importance ESS), ``summary()``'s
+    table and its warnings; returns None."""
+    table, header = self._table(var_names, filter_vars, round_to)
+    show(table, header)
+
+  def _table(self, var_names, filter_vars, round_to):
+    """The ``Summary`` of ``summary()`` and its header line."""
     sample = self._ensure_importance()
     weights = np.exp(sample.smoothed_log_weights)
     rows = []
@@ -276,8 +287,7 @@ class VIResult:
     header = (f"{self._describe()}; Pareto k-hat {sample.k_hat:.2f} "
               f"(threshold {psis.khat_threshold(s):.2f}), importance ESS {sample.ess:.0f} "
               f"of {s}")
-    return present(Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to), print_table,
-                   header)
+    return Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to), header
 
   def posterior_predictive(self, *args, draws=1000, seed=None, **kwargs):
     """Posterior predictive draws from ``draws`` surrogate draws, at the data
