@@ -281,7 +281,6 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         state, adapt = metric_update.diagonal(state), adapt._replace(kind="diag")
         window_end = window_end._replace(settled=False)
       if phase.may_stop and window_end.settled and agree and not varies:
-        state = metric_update.restart_step_size(state)
         run_schedule, ended_at = schedule.end_warmup(run_schedule, end, draws), end
         new_total = run_schedule[-1].end
         run_warmup = schedule.warmup_length(run_schedule)
