@@ -24,6 +24,7 @@ import tensorflow_probability as tfp
 import edward_lite as ed
 from edward_lite.mcmc.compiled import Program
 from edward_lite.checks import arguments
+from edward_lite.language import tracing
 from edward_lite.runtime import fingerprints
 from edward_lite.runtime.checkpoint import Checkpointer
 from edward_lite.runtime.chunked_run import ChunkRecord
@@ -45,7 +46,7 @@ def _made(source, **namespace):
 
 
 def _fingerprint(model, *args, observed=None, **kwargs):
-  return fingerprints.fingerprint(model, args, kwargs, observed)
+  return fingerprints.fingerprint(model, args, kwargs, observed, tracing.active_tracers())
 
 
 def std_normal():

@@ -20,10 +20,8 @@ import tensorflow as tf
 from edward_lite.checks import arguments
 from edward_lite.language import dtypes
 from edward_lite.model import simulation
-from edward_lite.mcmc.results import MCMCResult
 from edward_lite.model.data import ModelData, call_program, prepare_arguments
 from edward_lite.model.structure import is_dtype_conflict
-from edward_lite.vi.results import VIResult
 
 __all__ = ["predictive", "prior_predictive"]
 
@@ -122,19 +120,9 @@ def _bind(model, args, kwargs, float_dtype):
 
 def _posterior_draws(posterior, draws, seed):
   """``(values name -> [S, ...], leading shape, target or None)``."""
-  if isinstance(posterior, MCMCResult):
-    if posterior.draws is None:
-      raise ValueError("predictive needs the posterior draws: sample with keep_draws=True.")
-    names = posterior.target.names
-    lead = next(iter(posterior.draws.values())).shape[:2]
-    values = {n: posterior.draws[n].reshape((-1,) + posterior.draws[n].shape[2:])
-              for n in names}
+  if hasattr(posterior, "flat_draws"):  # an MCMCResult or a VIResult
+    values, lead = posterior.flat_draws(draws, seed)
     return values, lead, posterior.target
-  if isinstance(posterior, VIResult):
-    n = arguments.check_integer("draws", 1000 if draws is None else draws, 1)
-    sample = posterior.sample(n, seed=seed)
-    values = {k: sample[k] for k in posterior.target.names}
-    return values, (n,), posterior.target
   if isinstance(posterior, dict) and posterior:
     values = {k: np.asarray(v) for k, v in posterior.items()}
     sizes = {k: (v.shape[0] if v.ndim else None) for k, v in values.items()}

@@ -28,6 +28,7 @@ __all__ = [
     "trace",
     "traceable",
     "get_next_tracer",
+    "active_tracers",
     "tape",
     "interception",
     "interceptable",
@@ -77,6 +78,11 @@ def trace(tracer):
       if stack[i] is tracer:
         del stack[i]
         break
+
+
+def active_tracers():
+  """The tracers on the stack above the bottom one, outermost first."""
+  return tuple(_STACK.stack[1:])
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite import distribute
+from edward_lite.language import tracing
 from edward_lite.runtime import console, fingerprints
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.model.target import make_target
@@ -34,7 +35,8 @@ class Program:
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
           parallel="data", jit_compile=True, dtype=None):
     strategy = distribute.resolve(strategy, parallel)
-    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed)
+    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
+                                          tracing.active_tracers())
     key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
            bool(jit_compile), str(dtype))
     if fingerprint.key is not None and key in cls._cache:

@@ -7,6 +7,8 @@ import numpy as np
 
 from edward_lite.analysis import diagnostics
 from edward_lite.mcmc import base, metric, streaming
+from edward_lite.runtime import persistence
+from edward_lite.analysis.predictive import predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 
 __all__ = ["MCMCResult", "Summary"]
@@ -266,6 +268,16 @@ class MCMCResult:
                    "poorly; reparameterize.")
     return notes
 
+  def flat_draws(self, count=None, seed=None):  # pylint: disable=unused-argument
+    """The kept latent draws ``name -> [draws * chains, *shape]`` and their
+    leading shape ``(draws, chains)`` (``count`` and ``seed`` are for a VI
+    fit's fresh draws; ``ed.predictive`` passes them to either)."""
+    if self.draws is None:
+      raise ValueError("predictive needs the posterior draws: sample with keep_draws=True.")
+    lead = next(iter(self.draws.values())).shape[:2]
+    return {n: self.draws[n].reshape((-1,) + self.draws[n].shape[2:])
+            for n in self.target.names}, lead
+
   def posterior_predictive(self, *args, seed=0, **kwargs):
     """Posterior predictive draws, at the data or at new program arguments:
     ``ed.predictive(program, self, *args, seed=seed, **kwargs)``.
@@ -275,7 +287,6 @@ class MCMCResult:
       variable that is not a latent (observed ones redrawn) and every
       ``ed.Deterministic``.
     """
-    from edward_lite.analysis.predictive import predictive  # pylint: disable=g-import-not-at-top
     return predictive(self.target.program, self, *args, seed=seed, **kwargs)
 
   def log_likelihood(self):
@@ -317,7 +328,6 @@ class MCMCResult:
   def save(self, path):
     """Writes the result to ``path`` (one ``.npz``: arrays and a JSON header,
     no pickle); ``ed.load(path)`` reads it back.  Returns the path."""
-    from edward_lite.runtime import persistence  # pylint: disable=g-import-not-at-top
     return persistence.save(self, path)
 
   def __repr__(self):

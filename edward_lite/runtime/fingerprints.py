@@ -24,7 +24,6 @@ import types
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.language import tracing
 
 __all__ = ["fingerprint", "Fingerprint", "model_name"]
 
@@ -428,7 +427,7 @@ def model_name(model):
   return name or type(model).__qualname__
 
 
-def fingerprint(model, args, kwargs, observed):
+def fingerprint(model, args, kwargs, observed, tracers=()):
   """Identifies ``model(*args, **kwargs)`` given ``observed`` by content.
 
   The model by its code: bytecode, constants, names, default arguments,
@@ -439,15 +438,17 @@ def fingerprint(model, args, kwargs, observed):
   arrays and tensors, pandas objects (values, index, columns), anything
   with ``__array__``, lists, tuples and dicts element by element.
 
+  ``tracers``: the tracers active around the call
+  (``language.tracing.active_tracers()``: a ``with ed.do(...)`` changes the
+  program), identified as code.
+
   Returns:
     A ``Fingerprint``; a digest is None (and ``unknown`` names the value)
     when something is neither data nor code, e.g. an arbitrary object.
   """
   name = model_name(model)
-  # Tracers active around the call (``with ed.do(...)``) change the program.
-  active = tuple(getattr(tracing, "_STACK").stack[1:])
   code, code_unknown = _digest([(f"model '{name}'", model)] +
-                               ([("an active tracer", active)] if active else []))
+                               ([("an active tracer", tuple(tracers))] if tracers else []))
   try:
     bound = inspect.signature(model).bind_partial(*args, **kwargs).arguments
     named = [(f"argument '{k}'", v) for k, v in bound.items()]

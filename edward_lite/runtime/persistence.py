@@ -1,6 +1,12 @@
 """Saving and loading MCMC results and VI fits: one ``.npz`` file, arrays plus
 a JSON header, nothing pickled.
 
+This module is the file format: ``save`` and ``load``, the header, and what
+a result loaded without its model knows of it (``SavedTarget``).  Each kind
+of result says how it maps to arrays and back (``mcmc/saved.py``,
+``vi/saved.py``) and registers itself here (``register``), so the format
+sits below the samplers and knows none of them.
+
 ``posterior.save("fit.npz")`` writes the draws (and ``ed.Deterministic``
 values), sampler statistics, adapted step sizes and metric, per-chain
 totals, running moments and streaming statistics, the observed data and the
@@ -26,36 +32,39 @@ values.  A fit that streamed a ``tf.data`` dataset needs it again:
 ``dataset=``.
 """
 
+import collections
 import json
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.mcmc.kernels import KERNELS
-from edward_lite.mcmc.results import MCMCResult
-from edward_lite.model.target import make_target
 from edward_lite.version import __version__
-from edward_lite.vi import families
-from edward_lite.vi.fit import target_and_batches
-from edward_lite.vi.results import VIResult
-from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate, is_variational_program
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "register", "Kind", "SavedTarget", "group"]
 
-FORMAT = "edward_lite.MCMCResult/1"
-VI_FORMAT = "edward_lite.VIResult/1"
-_ARRAYS = ("step_size", "inverse_metric", "num_gradients", "chain_accept", "chain_divergent",
-           "warmup_divergences", "trajectory_length")
-_DICTS = ("draws", "sample_stats", "mean", "variance")
+Kind = collections.namedtuple("Kind", ["format", "cls", "contents", "read"])
+Kind.__doc__ = """A kind of result: its header ``format`` string, its class,
+``contents(result) -> (arrays, header)`` and ``read(path, header, arrays,
+model, args, kwargs) -> result``."""
+
+_KINDS_BY_FORMAT = {}
+_KINDS_BY_CLASS = {}
+
+
+def register(kind):
+  """Makes ``save`` and ``load`` handle the results of ``kind`` (a ``Kind``)."""
+  _KINDS_BY_FORMAT[kind.format] = _KINDS_BY_CLASS[kind.cls] = kind
 
 
 def save(result, path):
   """Writes ``result`` (an ``MCMCResult`` or a ``VIResult``) to ``path``
   (``.npz`` appended if missing), atomically.  Returns the path written."""
-  arrays, header = (_vi_contents(result) if isinstance(result, VIResult)
-                    else _mcmc_contents(result))
-  return _write(path, arrays, header)
+  kind = _KINDS_BY_CLASS.get(type(result))
+  if kind is None:
+    raise TypeError(f"save: {type(result).__name__} is not a result edward_lite can save.")
+  arrays, header = kind.contents(result)
+  return _write(path, arrays, dict(header, format=kind.format))
 
 
 def _write(path, arrays, header):
@@ -76,33 +85,6 @@ def _jsonable(value):
   if isinstance(value, (tuple, set)):
     return list(value)
   return repr(value)
-
-
-def _mcmc_contents(result):
-  target, kernel = result.target, result.kernel
-  arrays = {}
-  for group in _DICTS:
-    for name, value in (getattr(result, group) or {}).items():
-      arrays[f"{group}/{name}"] = np.asarray(value)
-  for stat, values in result.streamed.items():
-    for name, value in values.items():
-      arrays[f"streamed/{stat}/{name}"] = np.asarray(value)
-  for name in _ARRAYS:
-    if getattr(result, name, None) is not None:
-      arrays[name] = np.asarray(getattr(result, name))
-  for name, value in target.observed.items():
-    arrays[f"observed/{name}"] = np.asarray(value)
-  header = dict(
-      format=FORMAT, chains=result.chains, warmup=result.warmup,
-      num_draws=result.num_draws, thin=result.thin, keep_draws=result.keep_draws,
-      draw_count=int(result.draw_count), timings=result.timings,
-      draws_present=result.draws is not None,
-      kernel={"name": kernel.name, "settings": {
-          k: v for k, v in vars(kernel).items()
-          if not k.startswith("_") and isinstance(v, (int, float, str, bool, type(None)))}},
-      latents={n: i.shape.as_list() for n, i in target.latents.items()},
-      deterministic=list(target.deterministic_names))
-  return arrays, header
 
 
 def load(path, model=None, *args, **kwargs):
@@ -142,33 +124,15 @@ def load(path, model=None, *args, **kwargs):
   except (OSError, ValueError, KeyError) as e:
     raise ValueError(f"{path} is not a result saved by edward_lite (posterior.save or "
                      f"fit.save): {type(e).__name__}: {e}") from e
-  if header.get("format") == VI_FORMAT:
-    return _load_vi(path, header, arrays, model, args, kwargs)
-  if header.get("format") != FORMAT:
+  kind = _KINDS_BY_FORMAT.get(header.get("format"))
+  if kind is None:
     raise ValueError(f"{path} holds format {header.get('format')!r}; this edward_lite reads "
-                     f"{FORMAT!r} and {VI_FORMAT!r}.")
-  observed = _group(arrays, "observed/")
-  group = lambda prefix: _group(arrays, prefix)  # pylint: disable=unnecessary-lambda-assignment
-  if model is None:
-    target = SavedTarget(header["latents"], header["deterministic"], observed)
-  else:
-    target = _attach(path, header, observed, model, args, kwargs)
-  streamed = {}
-  for key, value in group("streamed/").items():
-    stat, name = key.split("/", 1)
-    streamed.setdefault(stat, {})[name] = value
-  fields = {name: arrays.get(name) for name in _ARRAYS}
-  return MCMCResult(
-      target=target, kernel=_kernel(KERNELS, header["kernel"]), chains=header["chains"],
-      warmup=header["warmup"], num_draws=header["num_draws"], thin=header["thin"],
-      keep_draws=header["keep_draws"],
-      draws=group("draws/") if header["draws_present"] else None,
-      sample_stats=group("sample_stats/"), mean=group("mean/"), variance=group("variance/"),
-      streamed=streamed, draw_count=header["draw_count"], timings=header["timings"],
-      **fields)
+                     f"{', '.join(repr(f) for f in _KINDS_BY_FORMAT)}.")
+  return kind.read(path, header, arrays, model, args, kwargs)
 
 
-def _group(arrays, prefix):
+def group(arrays, prefix):
+  """The arrays under ``prefix/``, by the rest of their key."""
   return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
 
@@ -203,265 +167,3 @@ class _Latent:
     self.unconstrained_shape = tf.TensorShape(
         shape if unconstrained_shape is None else unconstrained_shape)
     self.dtype = None if dtype is None else tf.as_dtype(dtype)
-
-
-def _attach(path, header, observed, model, args, kwargs):
-  target = make_target(model, *args, observed=observed, **kwargs)
-  found = {n: i.shape.as_list() for n, i in target.latents.items()}
-  if found != header["latents"] or list(target.deterministic_names) != header["deterministic"]:
-    raise ValueError(f"The model given to ed.load does not fit {path}: its latents are "
-                     f"{found}, the saved run's {header['latents']}.")
-  return target
-
-
-def _kernel(kernels, saved):
-  try:
-    return kernels[saved["name"]](**saved["settings"])
-  except (KeyError, TypeError, ValueError):
-    kernel = type("SavedKernel", (), {})()
-    kernel.name = saved["name"]
-    vars(kernel).update(saved["settings"])
-    return kernel
-
-
-# -- VI fits ---------------------------------------------------------------------
-
-_NEEDS_MODEL = ("This VI fit was loaded without its model: pass it to ed.load(path, model, "
-                "*args) to draw from the surrogate (sample, summary, importance weights, "
-                "to_arviz, predictions).")
-
-
-def _vi_contents(result):
-  target, surrogate = result.target, result._surrogate  # pylint: disable=protected-access
-  program = isinstance(surrogate, ProgramSurrogate) or getattr(surrogate, "kind", None) == \
-      "program"
-  variables = [np.asarray(v) for v in surrogate.variables]
-  if program:
-    shapes = [list(v.shape) for v in variables]
-  else:
-    shapes = [list(s) for s in surrogate._shapes]  # pylint: disable=protected-access
-  arrays = {"elbo": np.asarray(result.elbo)}
-  for i, value in enumerate(variables):
-    arrays[f"variables/{i}"] = value
-  for name, value in target.observed.items():
-    arrays[f"observed/{name}"] = np.asarray(value)
-  family = result.family
-  if isinstance(family, SavedFamily):
-    described = family.saved
-  elif program:
-    described = {"family": "program",
-                 "program": getattr(family, "__qualname__", repr(family))}
-  else:
-    described = family.settings()
-  header = dict(
-      format=VI_FORMAT, family=described, steps=int(result.steps),
-      samples=int(result.samples), converged=bool(result.converged),
-      nonfinite=result.nonfinite, timings=result.timings, seed=result._seed,  # pylint: disable=protected-access
-      settings=result.settings,
-      latents={n: {"shape": i.shape.as_list(),
-                   "unconstrained_shape": i.unconstrained_shape.as_list(),
-                   "dtype": i.dtype.name}
-               for n, i in target.latents.items()},
-      deterministic=list(target.deterministic_names),
-      surrogate={"kind": "program" if program else "flat",
-                 "parameters": [[n, s] for n, s in zip(surrogate.parameter_names, shapes)],
-                 "variables": [[list(v.shape), v.dtype.name] for v in variables]})
-  return arrays, header
-
-
-def _load_vi(path, header, arrays, model, args, kwargs):
-  """A ``VIResult`` from a file written by ``save``: the file's arrays are
-  checked first, then the model's latents (one eager run of the program),
-  and only then is the surrogate built."""
-  family_arg = kwargs.pop("family", None)
-  program_args = kwargs.pop("program_args", ())
-  program_kwargs = kwargs.pop("program_kwargs", None)
-  dataset = kwargs.pop("dataset", None)
-  saved_surrogate = _saved_surrogate(path, header, arrays)
-  observed = _group(arrays, "observed/")
-  saved_family = header["family"]
-  program = saved_surrogate.kind == "program"
-  family, needs = _vi_family(path, saved_family, family_arg, program)
-  settings = header.get("settings") or {}
-  latents = header["latents"]
-  full_log_prob = None
-  if model is not None and settings.get("dataset") and dataset is None:
-    raise ValueError(f"{path} holds a fit that streamed its data from a tf.data dataset: "
-                     "pass it again, ed.load(path, model, *args, dataset=dataset).")
-  if dataset is not None and not settings.get("dataset"):
-    raise ValueError(f"{path} holds a fit on arrays, not on a tf.data dataset: leave "
-                     "dataset= out.")
-  if model is None:
-    target = SavedTarget({n: i["shape"] for n, i in latents.items()}, header["deterministic"],
-                         observed, {n: i["unconstrained_shape"] for n, i in latents.items()},
-                         next(iter(latents.values()))["dtype"] if latents else None)
-    surrogate, needs = saved_surrogate, _NEEDS_MODEL
-    if family is None:
-      family = SavedFamily(saved_family)
-  else:
-    target, batches = _vi_target(path, header, observed, model, args, kwargs, dataset)
-    if family is None:
-      surrogate, family = saved_surrogate, SavedFamily(saved_family)
-    else:
-      surrogate = _vi_surrogate(path, saved_surrogate, family, target, program_args,
-                                program_kwargs)
-    if batches is not None and needs is None:  # importance weights: one pass over it
-      full_log_prob = batches.full_log_prob_fn(surrogate.model_log_prob, target)
-  return VIResult(
-      target=target, surrogate=surrogate, family=family, elbo=arrays["elbo"],
-      steps=header["steps"], samples=header["samples"], converged=header["converged"],
-      nonfinite=header["nonfinite"], timings=header["timings"], seed=header["seed"],
-      full_log_prob=full_log_prob, settings=settings, needs=needs)
-
-
-class SavedFamily:
-  """The family of a loaded fit that could not be rebuilt (no program, or a
-  family class edward_lite does not know): its saved description."""
-
-  def __init__(self, saved):
-    self.saved = saved
-    self.name = saved.get("family")
-
-  def settings(self):
-    return dict(self.saved)
-
-  def __repr__(self):
-    return f"SavedFamily({self.saved!r})"
-
-
-class _SavedSurrogate:
-  """A surrogate's saved variables, without the means to draw from it."""
-
-  def __init__(self, kind, parameters, variables):
-    self.kind = kind
-    self.parameter_names = [name for name, _ in parameters]
-    self._shapes = [tuple(shape) for _, shape in parameters]
-    self.variables = variables
-
-  def named(self, values):
-    if self.kind == "program":
-      return dict(zip(self.parameter_names, values))
-    sizes = np.cumsum([int(np.prod(s, dtype=np.int64)) for s in self._shapes])[:-1]
-    return {name: np.reshape(part, shape) for name, part, shape in
-            zip(self.parameter_names, np.split(np.asarray(values[0]), sizes), self._shapes)}
-
-
-def _corrupt(path, what):
-  return ValueError(f"{path} is not a usable VI fit saved by edward_lite (fit.save): {what}.")
-
-
-def _saved_surrogate(path, header, arrays):
-  """The saved variables, checked against the header: a file whose arrays
-  do not match its own description is refused."""
-  try:
-    saved = header["surrogate"]
-    kind, parameters, specs = saved["kind"], saved["parameters"], saved["variables"]
-    for key in ("steps", "samples", "converged", "nonfinite", "timings", "seed", "latents",
-                "deterministic", "family"):
-      header[key]  # pylint: disable=pointless-statement
-  except (KeyError, TypeError) as e:
-    raise _corrupt(path, f"its header is incomplete ({type(e).__name__}: {e})") from e
-  if kind not in ("flat", "program"):
-    raise _corrupt(path, f"unknown surrogate kind {kind!r}")
-  variables = []
-  for i, (shape, dtype) in enumerate(specs):
-    value = arrays.get(f"variables/{i}")
-    if value is None:
-      raise _corrupt(path, f"variable {i} of the surrogate is missing")
-    if list(value.shape) != list(shape) or value.dtype.name != dtype:
-      raise _corrupt(path, f"variable {i} of the surrogate has shape {list(value.shape)} and "
-                     f"dtype {value.dtype.name}; the header says {list(shape)} and {dtype}")
-    if not np.all(np.isfinite(value)):
-      raise _corrupt(path, f"variable {i} of the surrogate holds non-finite values")
-    variables.append(value)
-  sizes = [int(np.prod(s, dtype=np.int64)) for _, s in parameters]
-  if kind == "flat":
-    dim = sum(int(np.prod(i["unconstrained_shape"], dtype=np.int64))
-              for i in header["latents"].values())
-    if len(variables) != 1 or sum(sizes) != variables[0].size or \
-        ["loc", [dim]] != parameters[0]:
-      raise _corrupt(path, f"its flat surrogate's parameters {parameters} do not fit its "
-                     f"variables or the latents' {dim} unconstrained dimensions")
-  elif sizes != [v.size for v in variables]:
-    raise _corrupt(path, "its variational program's parameters do not fit its variables")
-  elbo = arrays.get("elbo")
-  if elbo is None or elbo.shape != (header["steps"],):
-    raise _corrupt(path, f"its ELBO trace has shape {None if elbo is None else elbo.shape}; "
-                   f"the fit ran {header['steps']} steps")
-  return _SavedSurrogate(kind, parameters, variables)
-
-
-def _vi_family(path, saved, given, program):
-  """``(family, needs)``: the family to rebuild the surrogate with (None when
-  it cannot be), and the sentence saying what to pass when it cannot."""
-  name = saved.get("family")
-  if program:
-    if given is None:
-      return None, (f"This fit's surrogate is the variational program "
-                    f"{saved.get('program')!r}, which is code and not saved: pass it, "
-                    "ed.load(path, model, *args, family=program) (with program_args= / "
-                    "program_kwargs= as for the fit), to draw from it.")
-    if not is_variational_program(given):
-      raise ValueError(f"{path} holds a fit of the variational program "
-                       f"{saved.get('program')!r}; family= must be that program, not "
-                       f"{given!r}.")
-    return given, None
-  if given is not None:
-    if is_variational_program(given):
-      raise ValueError(f"{path} holds a fit of the family {name!r}, not of a variational "
-                       "program; leave family= out.")
-    family = families.get_family(given)
-    if name is not None and family.name is not None and family.name != name:
-      raise ValueError(f"{path} holds a fit of the family {name!r}; family= gives "
-                       f"{family.name!r}.")
-    return family, None
-  try:
-    return families.FAMILIES[name](**{k: v for k, v in saved.items() if k != "family"}), None
-  except (KeyError, TypeError, ValueError):
-    return None, (f"This fit's family {name!r} ({saved}) is not one edward_lite can rebuild "
-                  "from the file: pass the family object, ed.load(path, model, *args, "
-                  "family=...), to draw from it.")
-
-
-def _vi_target(path, header, observed, model, args, kwargs, dataset):
-  """``(target, batches)`` of ``model`` on the saved data (or ``dataset``),
-  its latents checked against the saved ones."""
-  settings = header.get("settings") or {}
-  dtype = settings.get("dtype")
-  if dataset is not None:
-    target, batches = target_and_batches(model, args, kwargs, observed, None, dataset,
-                                          settings.get("num_examples"), dtype)
-  else:
-    target, batches = make_target(model, *args, observed=observed, dtype=dtype, **kwargs), None
-  found = {n: {"shape": i.shape.as_list(),
-               "unconstrained_shape": i.unconstrained_shape.as_list(),
-               "dtype": i.dtype.name} for n, i in target.latents.items()}
-  if list(found.items()) != list(header["latents"].items()) or \
-      list(target.deterministic_names) != header["deterministic"]:
-    describe = lambda latents: {n: (i["shape"], i["dtype"]) for n, i in latents.items()}  # pylint: disable=unnecessary-lambda-assignment
-    raise ValueError(f"The model given to ed.load does not fit {path}: its latents are "
-                     f"{describe(found)}, the saved fit's {describe(header['latents'])}.")
-  return target, batches
-
-
-def _vi_surrogate(path, saved, family, target, program_args, program_kwargs):
-  """The surrogate rebuilt for ``target`` with the saved variables."""
-  if saved.kind == "program":
-    surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
-    found = [(list(v.shape), v.dtype.name) for v in surrogate.variables]
-    expected = [(list(v.shape), v.dtype.name) for v in saved.variables]
-    if found != expected:
-      raise ValueError(f"The variational program given to ed.load does not fit {path}: it "
-                       f"reads variables of shapes and dtypes {found}, the saved fit's "
-                       f"{expected}.")
-  else:
-    surrogate = FlatSurrogate(family, target, np.zeros([target.dim],
-                                                       target.dtype.as_numpy_dtype))
-    found = list(zip(surrogate.parameter_names, surrogate._shapes))  # pylint: disable=protected-access
-    expected = list(zip(saved.parameter_names, saved._shapes))  # pylint: disable=protected-access
-    if found != expected or surrogate.variables[0].dtype.name != saved.variables[0].dtype.name:
-      raise ValueError(f"The family {family!r} given to ed.load does not fit {path}: its "
-                       f"parameters are {found}, the saved fit's {expected}.")
-  for variable, value in zip(surrogate.variables, saved.variables):
-    variable.assign(value)
-  return surrogate

@@ -30,6 +30,7 @@ import tf_keras
 
 from edward_lite import distribute
 from edward_lite.checks import arguments
+from edward_lite.language import tracing
 from edward_lite.runtime import fingerprints, seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.model.init_values import describe_init, parse_init
@@ -178,7 +179,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
 
   ckpt, resumed = None, None
   if checkpoint_dir:
-    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed)
+    fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
+                                          tracing.active_tracers())
     ckpt = Checkpointer(checkpoint_dir, fingerprint, dict(
         family=_describe_family(family, fam), steps=steps, samples=samples, seed=seed,
         learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from edward_lite.checks import arguments
 from edward_lite.analysis import psis
-from edward_lite.runtime import console, seeds
+from edward_lite.runtime import console, persistence, seeds
+from edward_lite.analysis.predictive import predictive
 from edward_lite.analysis.summary import Summary, present, select_names, show
 from edward_lite.vi.families import FullRank, MeanField
 
@@ -114,7 +115,6 @@ class VIResult:
     pickle): the ELBO trace, family, steps, settings, the surrogate's
     variables and the observed data.  ``ed.load(path, model, *args)`` reads
     it back.  Returns the path written."""
-    from edward_lite.runtime import persistence  # pylint: disable=g-import-not-at-top
     return persistence.save(self, path)
 
   def _check_surrogate(self):
@@ -289,11 +289,17 @@ class VIResult:
               f"of {s}")
     return Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to), header
 
+  def flat_draws(self, count=None, seed=None):
+    """``count`` (default 1000) fresh surrogate draws ``name -> [count,
+    *shape]`` of the latents and their leading shape ``(count,)``."""
+    n = arguments.check_integer("draws", 1000 if count is None else count, 1)
+    sample = self.sample(n, seed=seed)
+    return {k: sample[k] for k in self.target.names}, (n,)
+
   def posterior_predictive(self, *args, draws=1000, seed=None, **kwargs):
     """Posterior predictive draws from ``draws`` surrogate draws, at the data
     or at new program arguments: ``ed.predictive(program, self, *args,
     draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``."""
-    from edward_lite.analysis.predictive import predictive  # pylint: disable=g-import-not-at-top
     self._check_surrogate()
     return predictive(self.target.program, self, *args, draws=draws,
                       seed=self._seed if seed is None else seed, **kwargs)
