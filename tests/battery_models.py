@@ -66,6 +66,7 @@ class Model:
   loops: bool = False             # tf.scan: each chain's gradient in turn
   check_sd: tuple = None          # labels whose sd is checked (None: all)
   options: dict = dataclasses.field(default_factory=dict)  # more arguments of sample
+  in_ci: bool = True              # in tests/test_battery.py (else tested elsewhere)
   # Why no NUTS sampler matches this model's reference (it is in the battery
   # to check that such a run is flagged, not trusted); "" for the others.
   known_hard: str = ""
@@ -898,6 +899,35 @@ register(
     reference=lambda: FUNNEL_REFERENCE, reference_kind="exact marginals", check_sd=("v",))
 
 
+# -- the public reference posteriors (tests/posteriordb_models.py) ---------------------
+
+
+def _register_posteriordb(name, stan):
+  """A posteriordb posterior as a battery model: its reference is a long Stan
+  run, so each ``(mean, sd)`` comes with its own MCSEs (``agreement``).  In CI
+  through ``tests/test_posteriordb.py``; here at every chain count and seed."""
+  import posteriordb_models as pdb  # pylint: disable=import-outside-toplevel
+  posterior = functools.lru_cache(maxsize=None)(lambda: pdb.load(name))
+  register(
+      name="pdb_" + name, stan=stan, program=posterior().program,
+      data=lambda: (posterior().args, posterior().observed),
+      quantities=lambda d: {k: v for k, v in posterior().values(d).items()
+                            if k in posterior().reference},
+      reference=lambda: {k: (r["mean"], r["sd"], r["mcse_mean"], r.get("mcse_sd", 0.))
+                         for k, r in posterior().reference.items()},
+      reference_kind="posteriordb (Stan, 10,000 draws)", in_ci=False)
+
+
+_register_posteriordb("kidiq", "kidiq-kidscore_momhsiq: kid_score ~ normal(b0 + b1 hs + b2 iq, "
+                      "sigma), flat b")
+_register_posteriordb("earnings", "earnings-logearn_interaction_z: log earnings on z-scored "
+                      "height, sex and their interaction")
+_register_posteriordb("diamonds", "diamonds-diamonds: price on 24 correlated predictors and "
+                      "their interactions (26 parameters)")
+_register_posteriordb("eight_schools", "eight_schools-eight_schools_noncentered")
+_register_posteriordb("arma", "arma-arma11 on its real data (not simulated from the model)")
+
+
 # -- running and checking ------------------------------------------------------------
 
 def _labels(value):
@@ -929,19 +959,21 @@ def agreement(model, draws):
   ref = model.reference()
   rows, z_mean, z_sd, ratios = [], [], [], []
   for name, values in model.quantities(draws).items():
-    mean_ref, sd_ref = (np.asarray(r, np.float64) for r in ref[name])
+    # A reference from draws has MCSEs of its own: (mean, sd, mcse_mean, mcse_sd).
+    mean_ref, sd_ref, mcse_ref, mcse_sd_ref = (
+        np.asarray(r, np.float64) for r in tuple(ref[name]) + (0., 0.)[len(ref[name]) - 2:])
     values = np.asarray(values, np.float64)
     mcse = np.asarray(ed.diagnostics.mcse_mean(values))
     for index, suffix in _labels(mean_ref):
       x = values[(slice(None), slice(None)) + index]
       label = name + suffix
-      zm = (x.mean() - mean_ref[index]) / np.asarray(mcse)[index]
+      zm = (x.mean() - mean_ref[index]) / np.hypot(np.asarray(mcse)[index], mcse_ref)
       sd = x.std(ddof=1)
       row = dict(label=label, mean=x.mean(), ref_mean=mean_ref[index], z_mean=zm, sd=sd,
                  ref_sd=sd_ref[index], sd_ratio=sd / sd_ref[index])
       z_mean.append(abs(zm))
       if model.check_sd is None or name in model.check_sd:
-        row["z_sd"] = (sd - sd_ref[index]) / mcse_sd(x)
+        row["z_sd"] = (sd - sd_ref[index]) / np.hypot(mcse_sd(x), mcse_sd_ref)
         z_sd.append(abs(row["z_sd"]))
         ratios.append(row["sd_ratio"])
       rows.append(row)
