@@ -6,10 +6,13 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from edward_lite.analysis import diagnostics
-from edward_lite.mcmc import base, metric, streaming
-from edward_lite.runtime import persistence
 from edward_lite.analysis.predictive import predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
+from edward_lite.mcmc import base, metric, streaming
+from edward_lite.runtime import persistence
+
+# Stuck or apart chains named one by one in the summary, up to this many.
+MAX_CHAIN_NOTES = 5
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -196,47 +199,62 @@ class MCMCResult:
     the median of the chains' means.  It is *apart* when its mean lies that
     far out with a healthy variance (another mode, or not yet mixed).
 
+    The medians are taken once per parameter, so the cost is linear in the
+    number of chains (a million chains take about a second).
+
     Returns:
       list of ``(chain, kind, reason)`` with kind ``"stuck"`` or ``"apart"``.
     """
+    low_accept = self.chain_accept < 0.05
+    divergent = self.chain_divergent > 0.5
+    # Per chain, the first parameter (in the target's order) whose mean is
+    # far out, and there the component farthest out: (name, j, frozen).
+    far = {}
+    if self.chains >= 3:
+      undecided = np.ones(self.chains, bool)
+      for name in self.target.names:
+        m = self.mean[name].reshape(self.chains, -1)
+        v = self.variance[name].reshape(self.chains, -1)
+        center, spread = np.median(m, axis=0), np.sqrt(np.median(v, axis=0))
+        z = np.abs(m - center) / np.where(spread > 0, spread, np.inf)
+        hit = undecided & np.any(z > 5., axis=1)
+        undecided &= ~hit
+        frozen_below = 0.01 * np.median(v, axis=0)
+        for c in np.flatnonzero(hit):
+          j = int(np.argmax(z[c]))
+          label = name + (f"[{j}]" if m.shape[1] > 1 else "")
+          far[c] = (f"{label} mean {m[c, j]:.3g} against {center[j]:.3g} in the other chains",
+                    bool(v[c, j] < frozen_below[j]))
     out = []
-    for c in range(self.chains):
+    for c in sorted(set(np.flatnonzero(low_accept | divergent).tolist()) | set(far)):
       reasons = []
-      if self.chain_accept[c] < 0.05:
+      if low_accept[c]:
         reasons.append(f"acceptance {self.chain_accept[c]:.2f}")
-      if self.chain_divergent[c] > 0.5:
+      if divergent[c]:
         reasons.append(f"{100 * self.chain_divergent[c]:.0f}% of transitions divergent")
-      kind, far = "stuck" if reasons else None, None
-      if self.chains >= 3:
-        for name in self.target.names:
-          m = self.mean[name].reshape(self.chains, -1)
-          v = self.variance[name].reshape(self.chains, -1)
-          center, spread = np.median(m, axis=0), np.sqrt(np.median(v, axis=0))
-          z = np.abs(m[c] - center) / np.where(spread > 0, spread, np.inf)
-          if np.any(z > 5.):
-            j = int(np.argmax(z))
-            label = name + (f"[{j}]" if m.shape[1] > 1 else "")
-            far = f"{label} mean {m[c, j]:.3g} against {center[j]:.3g} in the other chains"
-            frozen = v[c, j] < 0.01 * np.median(v[:, j])
-            kind = kind or ("stuck" if frozen else "apart")
-            break
-      if kind:
-        out.append((c, kind, ", ".join(reasons + ([far] if far else []))))
+      where, frozen = far.get(c, (None, False))
+      kind = "stuck" if reasons or frozen else "apart"
+      out.append((int(c), kind, ", ".join(reasons + ([where] if where else []))))
     return out
 
   def _warnings(self, rows):
     notes = []
-    for chain, kind, reason in self.stuck_chains():
-      if kind == "stuck":
-        notes.append(
-            f"Chain {chain} is stuck ({reason}): it never left a region where the density "
-            "is very steep, so its draws are not from the posterior; sample with per-chain "
-            "adaptation (pooled=None, the default), longer warmup, or init= values inside "
-            "the posterior's bulk.")
-      else:
-        notes.append(
-            f"Chain {chain} sampled apart from the others ({reason}): the posterior may be "
-            "multimodal or the chains have not mixed; run longer or reparameterize.")
+    found = self.stuck_chains()
+    for kind, advice in (
+        ("stuck", "it never left a region where the density is very steep, so its draws are "
+                  "not from the posterior; sample with per-chain adaptation (pooled=None, the "
+                  "default), longer warmup, or init= values inside the posterior's bulk."),
+        ("apart", "the posterior may be multimodal or the chains have not mixed; run longer "
+                  "or reparameterize.")):
+      chains = [(c, reason) for c, k, reason in found if k == kind]
+      what = "is stuck" if kind == "stuck" else "sampled apart from the others"
+      if len(chains) <= MAX_CHAIN_NOTES:
+        notes += [f"Chain {c} {what} ({reason}): {advice}" for c, reason in chains]
+      else:  # one note, not one per chain: a million chains may hold thousands
+        first = ", ".join(str(c) for c, _ in chains[:MAX_CHAIN_NOTES])
+        notes.append(f"{len(chains)} of {self.chains} chains ({first}, ...) "
+                     f"{'are stuck' if kind == 'stuck' else 'sampled apart from the others'} "
+                     f"(chain {chains[0][0]}: {chains[0][1]}): {advice}")
     r_hat = np.array([r["r_hat"] for _, r in rows])
     ess = np.array([r["ess_bulk"] for _, r in rows])
     if np.any(r_hat > 1.01):

@@ -1,0 +1,57 @@
+"""Post-processing linear in the number of chains (issue 32, item 1): the
+summary's stuck-chain check takes its medians once per parameter, and many
+stuck or apart chains make one note, not one per chain."""
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+import edward_lite as ed
+from edward_lite.mcmc import results as results_module
+
+
+def _normal():
+  ed.Normal(np.zeros(3, np.float32), 1., name="x")
+  ed.Normal(0., 1., name="y")
+
+
+@pytest.fixture(scope="module")
+def run():
+  return ed.mcmc.sample(_normal, chains=12, warmup=100, draws=100, seed=3, progress=False)
+
+
+def test_stuck_chain_medians_are_taken_once_per_parameter(run, monkeypatch):
+  calls = []
+  median = np.median
+
+  def counting(*args, **kwargs):
+    calls.append(1)
+    return median(*args, **kwargs)
+
+  monkeypatch.setattr(results_module.np, "median", counting)
+  moved = dict(run.mean, x=run.mean["x"].copy())
+  moved["x"][[2, 7], 1] += 50.  # two chains far out in x[1]
+  found = dataclasses.replace(run, mean=moved).stuck_chains()
+  assert [(c, kind) for c, kind, _ in found] == [(2, "apart"), (7, "apart")]
+  assert "x[1] mean" in found[0][2]
+  # Three medians per parameter (means, variances, the frozen threshold),
+  # whatever the number of chains (it was three per parameter and chain).
+  assert len(calls) == 3 * len(run.target.names)
+
+
+def test_many_stuck_chains_make_one_note(run):
+  accept = run.chain_accept.copy()
+  accept[[1, 3, 4, 5, 8, 9, 10]] = 0.
+  many = dataclasses.replace(run, chain_accept=accept)
+  assert [c for c, kind, _ in many.stuck_chains() if kind == "stuck"] == [1, 3, 4, 5, 8, 9, 10]
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    many.summary()
+  notes = [str(w.message) for w in caught if "stuck" in str(w.message)]
+  assert len(notes) == 1 and notes[0].startswith("7 of 12 chains (1, 3, 4, 5, 8, ...) are stuck")
+  accept[[3, 4, 5, 8, 9, 10]] = run.chain_accept[[3, 4, 5, 8, 9, 10]]
+  few = dataclasses.replace(run, chain_accept=accept)
+  with pytest.warns(RuntimeWarning, match=r"Chain 1 is stuck \(acceptance 0.00\)"):
+    few.summary()
