@@ -1,6 +1,7 @@
 """Tests of ed.RandomVariable and the generated random-variable constructors."""
 
 import inspect
+import math
 import operator
 import os
 
@@ -868,3 +869,18 @@ def test_make_target_rejects_python_if_in_a_float64_model():
   with pytest.raises(TypeError, match=r"random variable 'x' at test_random_variable.py:\d+ "
                                       r"\(if x > 0:\)"):
     ed.make_target(python_if_model, observed={"y": 0.5}, dtype=tf.float64)
+
+
+@pytest.mark.parametrize("logit", [-1.2, 0.3, 2.])
+def test_inflated_with_logits_has_the_exact_log_density(logit):
+  # TFP 0.25's Inflated is wrong through inflated_loc_logits (tfp_fixes.py).
+  rate = 2.
+  rv = ed.Inflated(ed.distributions.tfd.Poisson(rate), inflated_loc_logits=logit, name="k")
+  p = 1. / (1. + np.exp(-logit))
+  for k in (0., 1., 3.):
+    poisson = k * np.log(rate) - rate - math.lgamma(k + 1.)
+    exact = np.log(p + (1. - p) * np.exp(poisson)) if k == 0 else np.log1p(-p) + poisson
+    np.testing.assert_allclose(float(rv.distribution.log_prob(k)), exact, rtol=1e-5)
+  with pytest.raises(ValueError, match="not both"):
+    ed.Inflated(ed.distributions.tfd.Poisson(rate), inflated_loc_logits=logit,
+                inflated_loc_probs=0.5, name="k")

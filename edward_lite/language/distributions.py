@@ -13,7 +13,7 @@ import inspect
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite.language import dtypes
+from edward_lite.language import dtypes, tfp_fixes
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language.tracing import traceable
 
@@ -48,7 +48,11 @@ def make_random_variable(distribution_cls):
     traceable.
   """
 
+  fix = tfp_fixes.FIXES.get(distribution_cls.__name__)
+
   def constructor(*args, sample_shape=(), value=None, name=None, **kwargs):
+    if fix is not None:  # a TFP density known to be wrong (tfp_fixes)
+      args, kwargs = fix(args, kwargs)
     if name is not None:
       kwargs["name"] = _scope_safe(name)
     if dtypes.float_dtype() not in (None, tf.float32):  # a float64 run: literals follow
