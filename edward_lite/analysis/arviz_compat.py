@@ -11,7 +11,8 @@ here:
   ``from_dict({"posterior": ...})`` (``from_groups``);
 * the result type (``data_type``);
 * PSIS-LOO's result: ``elpd_loo``, ``p_loo``, ``loo_i`` against ``elpd``,
-  ``p``, ``elpd_i`` (``elpd`` reads either);
+  ``p``, ``elpd_i`` (``elpd`` reads either), and ``az.compare``'s columns,
+  rounding and sign of ``elpd_diff`` (``compare``);
 * plots: 0.2x returns matplotlib axes, 1.x a ``PlotCollection`` (trace and
   density together is ``plot_trace_dist``, divergences a visual).
   ``plot_trace``, ``plot_rank``, ``plot_pair`` and ``plot_khat`` here draw
@@ -24,8 +25,8 @@ import importlib
 
 import numpy as np
 
-__all__ = ["load", "is_datatree", "data_type", "from_groups", "Elpd", "elpd", "plot_trace",
-           "plot_rank", "plot_pair", "plot_khat"]
+__all__ = ["load", "is_datatree", "data_type", "from_groups", "Elpd", "elpd", "compare",
+           "plot_trace", "plot_rank", "plot_pair", "plot_khat"]
 
 Elpd = collections.namedtuple("Elpd", ["elpd", "se", "p", "pointwise", "pareto_k"])
 Elpd.__doc__ = """PSIS-LOO estimates: the expected log pointwise predictive density, its
@@ -69,6 +70,20 @@ def elpd(loo):
     return Elpd(loo.elpd, loo.se, loo.p, loo.elpd_i, loo.pareto_k)
   return Elpd(loo.elpd_loo, loo.se, loo.p_loo, getattr(loo, "loo_i", None),
               getattr(loo, "pareto_k", None))
+
+
+def compare(data):
+  """``az.compare`` of ``data`` (dict model name -> ArviZ's data) by
+  PSIS-LOO: a DataFrame, best model first, of numbers (not rounded) with
+  the columns ``rank``, ``elpd``, ``p``, ``elpd_diff``, ``dse``, ``se`` and
+  ``weight`` under either version; ``elpd_diff`` is the model's ELPD minus
+  the best one's (1.x's sign: 0 or negative)."""
+  arviz = load()
+  if is_datatree():
+    return arviz.compare(data, round_to="none")
+  table = arviz.compare(data).rename(columns={"elpd_loo": "elpd", "p_loo": "p"})
+  table["elpd_diff"] = -table["elpd_diff"]
+  return table
 
 
 # -- plots: matplotlib axes from either version ----------------------------------------
