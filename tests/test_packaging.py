@@ -81,3 +81,15 @@ def test_every_script_parses_on_this_python():
   assert len(scripts) > 10
   for path in scripts:
     compile(path.read_text(), str(path), "exec")
+
+
+def test_supported_pythons_are_declared():
+  from packaging.specifiers import SpecifierSet  # pylint: disable=g-import-not-at-top
+  setup = (ROOT / "setup.py").read_text()
+  supported = SpecifierSet(re.search(r'python_requires="([^"]+)"', setup).group(1))
+  for minor in (10, 11, 12, 13):
+    assert f"3.{minor}" in supported
+    assert f'"Programming Language :: Python :: 3.{minor}"' in setup
+  assert "3.9" not in supported and "3.14" not in supported
+  assert f"{sys.version_info.major}.{sys.version_info.minor}" in supported
+
