@@ -296,7 +296,7 @@ def ar1_newcomer(y):
   return ed.Normal(means, 1., name="y")
 
 
-def test_newcomer_model_runs_end_to_end_with_loo():
+def test_newcomer_model_runs_end_to_end_with_arviz_loo():
   az = pytest.importorskip("arviz")
   rng = np.random.default_rng(4)
   y = np.zeros(30)
