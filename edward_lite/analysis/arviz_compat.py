@@ -89,11 +89,9 @@ def compare(data):
 # -- plots: matplotlib axes from either version ----------------------------------------
 
 
-def _collection_axes(collection, name=None):
-  """The axes of a 1.x ``PlotCollection`` (of variable ``name``) as an array."""
+def _collection_axes(collection):
+  """The axes of a 1.x ``PlotCollection`` as an array."""
   plots = collection.viz["plot"]
-  if name is not None:
-    return np.asarray(plots[name].values, dtype=object)
   if hasattr(plots, "data_vars"):
     return np.concatenate([np.ravel(plots[n].values) for n in plots.data_vars])
   return np.asarray(plots.values, dtype=object)
