@@ -10,9 +10,11 @@ setuptools.setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     packages=setuptools.find_packages(include=["edward_lite", "edward_lite.*"]),
-    python_requires=">=3.10",
+    # Tested on 3.11 (ArviZ 0.2x) and 3.12 (ArviZ 1.x, which pip picks from 3.12 on):
+    # .ci/run runs both.
+    python_requires=">=3.10,<3.14",
     install_requires=[
-        # Measured to work together on Python 3.11.  The full tensorflow wheel:
+        # Measured to work together on Python 3.11 and 3.12.  The full tensorflow wheel:
         # tf-keras requires `tensorflow`, so tensorflow-cpu would install both.
         "tensorflow==2.21.0",
         "tf-keras==2.21.0",
@@ -22,15 +24,21 @@ setuptools.setup(
         "numpy>=1.26,<2.4",
     ],
     extras_require={
-        "test": ["pytest>=8", "pytest-xdist>=3", "scipy>=1.10", "arviz>=0.17", "tqdm>=4.60",
+        # ArviZ 0.2x (InferenceData) and 1.x (xarray DataTree): analysis/arviz_compat.py.
+        "test": ["pytest>=8", "pytest-xdist>=3", "scipy>=1.10", "arviz>=0.17,<2", "tqdm>=4.60",
                  "matplotlib>=3.5"],
-        "arviz": ["arviz>=0.17"],
-        "plot": ["matplotlib>=3.5", "arviz>=0.17"],  # ed.plot
+        "arviz": ["arviz>=0.17,<2"],
+        "plot": ["matplotlib>=3.5", "arviz>=0.17,<2"],  # ed.plot
         "progress": ["tqdm>=4.60"],
         "gpu": ["tensorflow[and-cuda]==2.21.0"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
         "Topic :: Scientific/Engineering :: Mathematics",
     ],
 )

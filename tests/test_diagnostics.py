@@ -439,7 +439,7 @@ def test_matches_arviz():
       (diag.split_rhat, lambda a: az.rhat(a, method="split")),
       (diag.ess, lambda a: az.ess(a, method="mean")),
       (diag.ess_bulk, lambda a: az.ess(a, method="bulk")),
-      (diag.ess_tail, lambda a: az.ess(a, method="tail")),
+      (diag.ess_tail, lambda a: az.ess(a, method="tail", prob=(0.05, 0.95))),  # 1.x: no default
       (diag.mcse_mean, lambda a: az.mcse(a, method="mean")),
   ]
   for fn, ref in checks:

@@ -1,5 +1,6 @@
 """The installed environment is consistent and the main job runs."""
 
+import ast
 import os
 import pathlib
 import re
@@ -100,3 +101,37 @@ def test_every_script_parses_on_this_python():
   assert len(scripts) > 10
   for path in scripts:
     compile(path.read_text(), str(path), "exec")
+
+
+def test_supported_pythons_are_declared():
+  from packaging.specifiers import SpecifierSet  # pylint: disable=g-import-not-at-top
+  setup = (ROOT / "setup.py").read_text()
+  supported = SpecifierSet(re.search(r'python_requires="([^"]+)"', setup).group(1))
+  for minor in (10, 11, 12, 13):
+    assert f"3.{minor}" in supported
+    assert f'"Programming Language :: Python :: 3.{minor}"' in setup
+  assert "3.9" not in supported and "3.14" not in supported
+  assert f"{sys.version_info.major}.{sys.version_info.minor}" in supported
+
+
+def test_ci_runs_the_arviz_tests_under_arviz_1x():
+  """.ci/run's second part: a pyenv Python 3.12/3.13 (ArviZ 1.x) runs the
+  files listed whole and, in every other test file that mentions ArviZ, the
+  tests named *arviz*; so each test there that uses ArviZ must be so named."""
+  ci = (ROOT / ".ci" / "run").read_text()
+  assert "set -euo pipefail" in ci and ".venv312" in ci
+  assert "versions/3.12.*/bin/python3" in ci and "versions/3.13.*/bin/python3" in ci
+  assert ".venv312/" in (ROOT / ".gitignore").read_text().split()
+  whole = re.search(r'WHOLE="([^"]+)"', ci).group(1).split()
+  for name in ("test_arviz_export.py", "test_plot.py", "test_predictive.py",
+               "test_persistence.py", "test_psis.py"):
+    assert f"tests/{name}" in whole
+  for path in sorted((ROOT / "tests").glob("test_*.py")):
+    source = path.read_text()
+    if "arviz" not in source or f"tests/{path.name}" in whole:
+      continue
+    for node in ast.parse(source).body:
+      if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+        body = ast.get_source_segment(source, node)
+        if "arviz" in body or "az." in body:
+          assert "arviz" in node.name, f"{path.name}::{node.name} uses ArviZ"

@@ -52,6 +52,9 @@ def _arviz_cases():
 @pytest.mark.parametrize("name", sorted(_arviz_cases()))
 def test_psis_matches_arviz_psislw(name):
   az = pytest.importorskip("arviz")
+  if not hasattr(az, "psislw"):
+    pytest.skip("the reference is ArviZ 0.2x's psislw, which takes R loo's ceil(min(0.2 S, "
+                "3 sqrt S)) tail draws; ArviZ 1.x takes floor(3 sqrt S) and has no az.psislw")
   log_w = _arviz_cases()[name]
   expected_lw, expected_k = az.psislw(log_w.copy())  # reff = 1, normalized
   lw, k_hat = ps.psis(log_w)

@@ -1,13 +1,16 @@
-"""Export to ArviZ's ``InferenceData``: posterior, sample statistics,
-pointwise log-likelihood, posterior predictive, observed data and, when
-asked, prior and prior predictive, so ``az.loo``, ``az.waic``,
-``az.compare`` and ``az.plot_ppc`` work on a result.
+"""Export to ArviZ: posterior, sample statistics, pointwise
+log-likelihood, posterior predictive, observed data and, when asked, prior
+and prior predictive, so ``az.summary``, ``az.loo``, ``az.compare`` and
+ArviZ's plots work on a result.  The container is the installed ArviZ's
+own: an ``arviz.InferenceData`` (ArviZ 0.2x) or an ``xarray.DataTree``
+(ArviZ 1.x), with the same groups (``arviz_compat``).
 
 ArviZ is an optional extra: ``pip install 'edward_lite[arviz]'``.
 """
 
 import numpy as np
 
+from edward_lite.analysis import arviz_compat
 from edward_lite.model import simulation
 
 __all__ = ["to_inference_data"]
@@ -15,7 +18,8 @@ __all__ = ["to_inference_data"]
 
 def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
                       posterior_predictive=True, prior=None, seed=0):
-  """Builds an ``arviz.InferenceData``.
+  """Builds the installed ArviZ's data: an ``arviz.InferenceData`` (0.2x)
+  or an ``xarray.DataTree`` (1.x).
 
   Args:
     target: the fitted ``ed.Target``.
@@ -31,7 +35,7 @@ def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
       ``S`` prior draws (one chain).
     seed: seed of the simulations.
   """
-  arviz = _import_arviz()
+  arviz_compat.load("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.")
   lead = next(iter(posterior.values())).shape[:2]
   flat = {n: posterior[n].reshape((-1,) + posterior[n].shape[2:]) for n in target.names}
   unflat = lambda d: {k: v.reshape(lead + v.shape[1:]) for k, v in d.items()}  # pylint: disable=unnecessary-lambda-assignment
@@ -52,12 +56,4 @@ def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
                                  count=prior)
     groups["prior"] = {k: v[None] for k, v in draws.items() if k not in observed}
     groups["prior_predictive"] = {k: v[None] for k, v in draws.items() if k in observed}
-  return arviz.from_dict(**groups)
-
-
-def _import_arviz():
-  try:
-    import arviz  # pylint: disable=g-import-not-at-top
-  except ImportError as e:
-    raise ImportError("to_arviz() needs ArviZ: pip install 'edward_lite[arviz]'.") from e
-  return arviz
+  return arviz_compat.from_groups(groups)

@@ -1,7 +1,8 @@
 """Plots of inference results: ``ed.plot.trace``, ``pair``, ``elbo``, ``khat``.
 
-Trace, rank, pair and LOO k-hat plots are ArviZ's, drawn from
-``result.to_arviz()`` with titles and axis labels added; the ELBO curve and
+Trace, rank, pair and LOO k-hat plots are ArviZ's (0.2x or 1.x, through
+``arviz_compat``), drawn from ``result.to_arviz()`` with titles and axis
+labels added; the ELBO curve and
 the importance-sampling k-hat of a VI fit are drawn here.  Every function
 returns the matplotlib ``Figure`` and, given ``path``, saves it there as a
 PNG (100 dpi).
@@ -16,6 +17,7 @@ import sys
 
 import numpy as np
 
+from edward_lite.analysis import arviz_compat
 from edward_lite.analysis import psis
 
 __all__ = ["trace", "pair", "elbo", "khat"]
@@ -46,11 +48,7 @@ def _pyplot():
 
 def _arviz():
   _pyplot()  # the backend first
-  try:
-    import arviz  # pylint: disable=import-outside-toplevel
-  except ImportError as e:
-    raise ImportError(f"this plot needs ArviZ: {_INSTALL}.") from e
-  return arviz
+  return arviz_compat.load(f"this plot needs ArviZ: {_INSTALL}.")
 
 
 def _is_vi(result):
@@ -58,14 +56,15 @@ def _is_vi(result):
 
 
 def _inference_data(result, what, log_likelihood=False):
-  """``arviz.InferenceData`` of an ``MCMCResult`` (or a VI fit's resampled
-  draws, or an ``InferenceData`` as it is)."""
-  arviz = _arviz()
-  if isinstance(result, arviz.InferenceData):
+  """ArviZ's data of an ``MCMCResult`` (or a VI fit's resampled draws, or
+  ArviZ's data as it is)."""
+  _arviz()
+  if isinstance(result, arviz_compat.data_type()):
     return result
   if hasattr(result, "to_arviz"):
     return result.to_arviz(log_likelihood=log_likelihood, posterior_predictive=False)
-  raise TypeError(f"ed.plot.{what} takes an ed.mcmc.MCMCResult or an arviz.InferenceData; "
+  raise TypeError(f"ed.plot.{what} takes an ed.mcmc.MCMCResult or ArviZ's data "
+                  "(arviz.InferenceData, or xarray.DataTree under ArviZ 1.x); "
                   f"got {type(result).__name__}.")
 
 
@@ -99,15 +98,17 @@ def trace(result, var_names=None, kind="trace", path=None, **kwargs):
 
   Args:
     result: an ``ed.mcmc.MCMCResult`` (sampled with ``keep_draws=True``) or
-      an ``arviz.InferenceData``.
+      ArviZ's data (``arviz.InferenceData`` or ``xarray.DataTree``).
     var_names: variables to show (ArviZ's ``var_names``: a name or a list,
       ``"~name"`` excludes); default all.
-    kind: ``"trace"`` (``az.plot_trace``: per-chain densities on the left,
-      draws against iteration on the right, divergent transitions as ticks
-      at the bottom) or ``"rank"`` (``az.plot_rank``: per-chain histograms of
-      the ranks over all chains, flat when the chains mix).
+    kind: ``"trace"`` (``az.plot_trace``, ``az.plot_trace_dist`` in ArviZ
+      1.x: per-chain densities on the left, draws against iteration on the
+      right, divergent transitions as ticks at the bottom) or ``"rank"``
+      (``az.plot_rank``: the ranks of each chain's draws among all chains,
+      uniform when the chains mix; histograms in ArviZ 0.2x, the ECDF minus
+      the uniform CDF in 1.x).
     path: save the figure there as a PNG.
-    **kwargs: passed to the ArviZ function.
+    **kwargs: passed to the installed ArviZ's function.
 
   Returns:
     The matplotlib ``Figure``.
@@ -117,11 +118,10 @@ def trace(result, var_names=None, kind="trace", path=None, **kwargs):
                     "and ed.plot.khat(fit).")
   if kind not in ("trace", "rank"):
     raise ValueError(f"kind must be 'trace' or 'rank'; got {kind!r}.")
-  arviz = _arviz()
   idata = _inference_data(result, "trace")
   chains, draws = idata.posterior.sizes["chain"], idata.posterior.sizes["draw"]
   if kind == "trace":
-    axes = np.atleast_2d(arviz.plot_trace(idata, var_names=var_names, **kwargs))
+    axes = arviz_compat.plot_trace(idata, var_names=var_names, **kwargs)
     for row in axes:
       row[0].set_xlabel("value")
       row[0].set_ylabel("density")
@@ -135,11 +135,11 @@ def trace(result, var_names=None, kind="trace", path=None, **kwargs):
     note = f", {int(div.sum())} divergent (ticks at the bottom)" if div is not None else ""
     title = f"Trace: {chains} chains x {draws} draws{note}"
   else:
-    axes = arviz.plot_rank(idata, var_names=var_names, **kwargs)
-    for ax in np.ravel(axes):
-      ax.set_xlabel("rank of the draw among all chains")
-      ax.set_ylabel("chain")
-    title = f"Rank plots: {chains} chains x {draws} draws (flat bars in every chain: mixed)"
+    axes = arviz_compat.plot_rank(idata, var_names=var_names, **kwargs)  # axes labelled
+    fig = _figure(axes)
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(max(width, 10.), max(height, 4.))  # ArviZ 1.x's default is one short row
+    title = f"Rank plots: {chains} chains x {draws} draws (uniform ranks in every chain: mixed)"
   fig = _figure(axes)
   return _finish(fig, path, title)
 
@@ -148,16 +148,16 @@ def pair(result, var_names=None, path=None, **kwargs):
   """Pair plot of the posterior draws, divergent transitions marked.
 
   Args:
-    result: an ``ed.mcmc.MCMCResult`` (or an ``arviz.InferenceData``; a VI
-      fit's importance-resampled draws, without divergences).
+    result: an ``ed.mcmc.MCMCResult`` (or ArviZ's data; a VI fit's
+      importance-resampled draws, without divergences).
     var_names: variables to show (ArviZ's ``var_names``); default all.
     path: save the figure there as a PNG.
-    **kwargs: passed to ``az.plot_pair`` (e.g. ``kind="kde"``).
+    **kwargs: passed to the installed ArviZ's ``az.plot_pair`` (e.g.
+      ``kind="kde"`` in 0.2x, ``marginal=False`` in 1.x).
 
   Returns:
     The matplotlib ``Figure``.
   """
-  arviz = _arviz()
   idata = _inference_data(result, "pair")
   names = var_names or list(idata.posterior.data_vars)
   names = [names] if isinstance(names, str) else names
@@ -169,11 +169,10 @@ def pair(result, var_names=None, path=None, **kwargs):
                        "for one.")
   div = _diverging(idata)
   kwargs.setdefault("divergences", div is not None)
-  axes = arviz.plot_pair(idata, var_names=var_names, **kwargs)
+  axes = arviz_compat.plot_pair(idata, var_names=var_names, **kwargs)
   fig = _figure(axes)
-  width, height = fig.get_size_inches()
-  if width < 7.:  # one pair: ArviZ's default is small
-    fig.set_size_inches(7., height * 7. / width)
+  side = max(*fig.get_size_inches(), 7.)  # square cells (ArviZ 0.2x draws one pair small,
+  fig.set_size_inches(side, side)          # 1.x a grid in a short, wide figure)
   n = idata.posterior.sizes["chain"] * idata.posterior.sizes["draw"]
   if div is not None and kwargs["divergences"]:
     title = f"Pair plot: {n} draws, {int(div.sum())} divergent transitions marked"
@@ -259,15 +258,15 @@ def khat(fit_or_loo, path=None, **kwargs):
     against the 0.7 threshold (and the sample-size threshold
     ``min(1 - 1/log10 S, 0.7)``), beside the distribution of the log weights,
     whose long right tail is what a large k-hat measures.
-  * Pointwise PSIS-LOO: an ``ed.mcmc.MCMCResult``, an ``arviz.InferenceData``
-    with a ``log_likelihood`` group, or ``az.loo(..., pointwise=True)``'s
-    result: ``az.plot_khat``, one k-hat per observation, with its
-    thresholds.
+  * Pointwise PSIS-LOO: an ``ed.mcmc.MCMCResult``, ArviZ's data with a
+    ``log_likelihood`` group, or ``az.loo(..., pointwise=True)``'s result:
+    ``az.plot_khat``, one k-hat per observation, with its thresholds.
 
   Args:
     fit_or_loo: one of the above.
     path: save the figure there as a PNG.
-    **kwargs: passed to ``az.plot_khat`` (LOO).
+    **kwargs: passed to the installed ArviZ's ``az.plot_khat`` (LOO);
+      ``show_hlines=False`` leaves out the threshold lines.
 
   Returns:
     The matplotlib ``Figure``.
@@ -280,9 +279,9 @@ def khat(fit_or_loo, path=None, **kwargs):
     loo = arviz.loo(_inference_data(fit_or_loo, "khat", log_likelihood=True), pointwise=True)
   if getattr(loo, "pareto_k", None) is None:
     raise ValueError("khat needs pointwise LOO: az.loo(idata, pointwise=True).")
-  kwargs.setdefault("show_hlines", True)
+  show_hlines = kwargs.pop("show_hlines", True)
   kwargs.setdefault("figsize", (8, 4.5))
-  ax = arviz.plot_khat(loo, **kwargs)
+  ax = arviz_compat.plot_khat(loo, show_hlines=show_hlines, **kwargs)
   fig = _figure(ax)
   k = np.asarray(loo.pareto_k).reshape(-1)
   good = float(getattr(loo, "good_k", KHAT_LIMIT) or KHAT_LIMIT)
@@ -290,7 +289,7 @@ def khat(fit_or_loo, path=None, **kwargs):
   for axis in np.ravel(ax):
     axis.set_xlabel("observation")
     axis.set_ylabel("Pareto k-hat")
-    if kwargs["show_hlines"]:
+    if show_hlines:
       for level, text in ((good, f"{good:.2f}"), (1., "1")):
         axis.annotate(text, (1., level), xycoords=("axes fraction", "data"), xytext=(3, 0),
                       textcoords="offset points", va="center", fontsize=9, color="C1")

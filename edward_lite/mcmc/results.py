@@ -324,11 +324,12 @@ class MCMCResult:
   # -- export -------------------------------------------------------------------
 
   def to_arviz(self, log_likelihood=True, posterior_predictive=True, prior=None, seed=0):
-    """An ``arviz.InferenceData`` with ``posterior`` (latents and
+    """The installed ArviZ's data (an ``arviz.InferenceData`` under ArviZ
+    0.2x, an ``xarray.DataTree`` under 1.x) with ``posterior`` (latents and
     ``ed.Deterministic`` values), ``sample_stats``, ``log_likelihood``,
     ``posterior_predictive`` and ``observed_data`` groups, and ``prior`` /
     ``prior_predictive`` of ``prior`` draws when ``prior`` is an int, so
-    ``az.loo``, ``az.waic``, ``az.compare`` and ``az.plot_ppc`` work.
+    ``az.summary``, ``az.loo``, ``az.compare`` and ArviZ's plots work.
     Needs the optional extra: ``pip install 'edward_lite[arviz]'``."""
     from edward_lite.analysis.arviz_export import to_inference_data  # pylint: disable=g-import-not-at-top
     if self.draws is None:

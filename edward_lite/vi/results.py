@@ -306,7 +306,8 @@ class VIResult:
 
   def to_arviz(self, n=1000, resample=True, seed=None, log_likelihood=True,
                posterior_predictive=True, prior=None):
-    """An ``arviz.InferenceData`` whose ``posterior`` group holds ``n`` draws
+    """The installed ArviZ's data (``arviz.InferenceData`` or, under ArviZ
+    1.x, ``xarray.DataTree``) whose ``posterior`` group holds ``n`` draws
     (one chain): importance-resampled (``resample=True``) or straight from
     the surrogate (then ``sample_stats.log_weight`` holds the raw log
     importance weights); with ``log_likelihood``, ``posterior_predictive``,
