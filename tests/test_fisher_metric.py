@@ -125,7 +125,8 @@ def test_short_windows_tile_the_warmup_and_grow():
   # Growing to MAX_WINDOW; the last takes what is left before the final window.
   assert sizes[:-1] == sorted(sizes[:-1]) and max(sizes[:-1]) <= schedule.MAX_WINDOW
   assert sizes[-1] < 2 * schedule.MAX_WINDOW
-  assert windows[0].restart and not any(p.restart for p in windows[1:])  # then runs on
+  assert windows[0].restart and not any(p.restart for p in windows[1:])
+  assert windows[-1].final and not any(p.final for p in run if p is not windows[-1])
   assert not any(p.may_stop for p in windows if p.end < schedule.MIN_WARMUP)
   assert all(p.may_stop for p in windows[:-1] if p.end >= schedule.MIN_WARMUP)
   final, sampling = run[-2], run[-1]
@@ -150,3 +151,18 @@ def test_metric_settings_choose_by_kernel_size_and_request():
   assert dense.rank == 10 and dense.pooled  # one metric for all chains
   with pytest.raises(ValueError, match="too large"):
     metric_update.metric_settings("low_rank", nuts, 5000, 4, True)
+
+
+def test_the_step_size_restarts_for_the_final_window_only_with_a_diagonal_metric():
+  run = schedule.short_windows_schedule(1000, 200, adaptive=True, bulk=True)
+  windows = [p for p in run if p.end_window]
+  first, middle, last = windows[0], windows[3], windows[-1]
+  for kind in ("low_rank", "dense", "diag"):
+    assert schedule.restarts_step_size(first, kind)  # the metric leaves its start
+    assert not schedule.restarts_step_size(middle, kind)
+  # Run on through the final window (nutpie's way) unless the metric is
+  # diagonal, where the restarted window's smaller step keeps divergences down.
+  assert not schedule.restarts_step_size(last, "low_rank")
+  assert not schedule.restarts_step_size(middle, "low_rank", stopping=True)
+  assert schedule.restarts_step_size(last, "diag")
+  assert schedule.restarts_step_size(middle, "diag", stopping=True)

@@ -273,7 +273,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       stuck = restarts.stuck_chains(window, end - phase.start)
       if stuck.any():
         state = restarts.move_chains(state, stuck, seeds.seed_pair(seed), end)
-      state, window_end = metric_update.end_window(state, adapt, restart=phase.restart)
+      state, window_end = metric_update.end_window(
+          state, adapt, restart=schedule.restarts_step_size(phase, adapt.kind))
       agree = _chains_agree(window, end - phase.start)
       varies = agree and metric_update.curvature_varies(window_end)
       curvature_strikes = curvature_strikes + 1 if varies else 0
@@ -281,6 +282,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         state, adapt = metric_update.diagonal(state), adapt._replace(kind="diag")
         window_end = window_end._replace(settled=False)
       if phase.may_stop and window_end.settled and agree and not varies:
+        if schedule.restarts_step_size(phase, adapt.kind, stopping=True):
+          state = metric_update.restart_step_size(state)
         run_schedule, ended_at = schedule.end_warmup(run_schedule, end, draws), end
         new_total = run_schedule[-1].end
         run_warmup = schedule.warmup_length(run_schedule)
