@@ -26,10 +26,11 @@ setuptools.setup(
     extras_require={
         # ArviZ 0.2x (InferenceData) and 1.x (xarray DataTree): analysis/arviz_compat.py.
         "test": ["pytest>=8", "pytest-xdist>=3", "scipy>=1.10", "arviz>=0.17,<2", "tqdm>=4.60",
-                 "matplotlib>=3.5"],
+                 "matplotlib>=3.5", "graphviz>=0.20"],
         "arviz": ["arviz>=0.17,<2"],
         "plot": ["matplotlib>=3.5", "arviz>=0.17,<2"],  # ed.plot
         "progress": ["tqdm>=4.60"],
+        "graph": ["graphviz>=0.20"],  # ed.graph (and Graphviz's dot program to render)
         "gpu": ["tensorflow[and-cuda]==2.21.0"],
     },
     classifiers=[

@@ -29,6 +29,7 @@ quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 # pylint: disable=wrong-import-position
 from edward_lite import distribute, mcmc, vi
 from edward_lite.analysis import diagnostics, psis
+from edward_lite.analysis.graph import graph, model_graph
 from edward_lite.analysis.predictive import predictive, prior_predictive
 from edward_lite.language.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.language.distributions import (CONSTRUCTORS, as_random_variable,
@@ -53,7 +54,7 @@ __all__ = sorted(CONSTRUCTORS) + [
     "get_next_interceptor", "make_log_joint_fn", "make_value_setter", "condition", "do",
     # the target, inference and analysis
     "make_target", "Target", "mcmc", "vi", "distribute", "diagnostics", "psis", "predictive",
-    "prior_predictive", "plot", "load", "__version__",
+    "prior_predictive", "graph", "model_graph", "plot", "load", "__version__",
 ]
 
 

@@ -92,6 +92,16 @@ def test_tensorflow_imported_first_logs_nothing_after_edward_lite():
   assert result.stderr.split("MARK\n", 1)[1] == "", result.stderr[-2000:]
 
 
+def test_the_readmes_first_snippet_runs_verbatim():
+  readme = (ROOT / "README.md").read_text()
+  snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
+  code = snippet + "assert posterior.draws['tau'].shape == (1000, 8)\n"
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "r_hat" in result.stdout and "tau" in result.stdout
+
+
 def test_every_script_parses_on_this_python():
   # Benchmarks and examples are not imported by other tests; a syntax error
   # newer than setup.py's python_requires (a nested same-quote f-string on

@@ -33,7 +33,7 @@ from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-t
 from edward_lite.language.random_variable import ControlFlowError, RandomVariable, _control_flow_error
 from edward_lite.language.tracing import trace
 
-__all__ = ["check_python_control_flow", "ProgramGraph"]
+__all__ = ["check_python_control_flow", "ProgramGraph", "ancestors", "tensor_key"]
 
 # Frames in these directories (TensorFlow's, TFP's, edward_lite's) are not
 # the program's line.
@@ -63,7 +63,7 @@ class ProgramGraph:
           parts = tf.nest.flatten(fn(dist), expand_composites=True)
         if any(isinstance(t, tfp.distributions.Distribution) for t in parts):
           return True  # not a CompositeTensor: its parameters are hidden
-        return any(_latent_ancestors(t, self._latents)
+        return any(ancestors(t, self._latents)
                    for t in parts if isinstance(t, tf.Tensor) and hasattr(t, "graph"))
       except Exception:  # pylint: disable=broad-except
         return True
@@ -103,7 +103,7 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     if name in observed:
       observed_dists[name] = rv.distribution
     elif latent and isinstance(rv.value, tf.Tensor) and hasattr(rv.value, "graph"):
-      latents[_key(rv.value)] = name
+      latents[tensor_key(rv.value)] = name
     return rv
 
   graph = func_graph.FuncGraph("edward_lite_program_check")
@@ -117,7 +117,7 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     raise _control_flow_error(e.names, where) from None
   except tf.errors.OperatorNotAllowedInGraphError as e:
     condition, where = _bool_site(e.__traceback__)
-    names = _latent_ancestors(condition, latents) if condition is not None else set()
+    names = ancestors(condition, latents) if condition is not None else set()
     if names:
       raise _control_flow_error(names, where) from None
     return ProgramGraph()
@@ -126,7 +126,8 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
   return ProgramGraph(graph, latents, observed_dists)
 
 
-def _key(tensor):
+def tensor_key(tensor):
+  """A graph tensor's identity: ``(id of its graph, its name)``."""
   return id(tensor.graph), tensor.name
 
 
@@ -146,14 +147,15 @@ def _bool_site(tb):
   return (condition if isinstance(condition, tf.Tensor) else None), where
 
 
-def _latent_ancestors(tensor, latents):
-  """Names of the latent values ``tensor`` is computed from (graph walk that
-  stops at each latent value and follows captures out of inner graphs)."""
+def ancestors(tensor, latents):
+  """Names of the random variables ``tensor`` is computed from: ``latents``
+  maps ``tensor_key`` of their values to their names (a graph walk that
+  stops at each such value and follows captures out of inner graphs)."""
   found, seen, stack = set(), set(), [tensor]
   captured = {}  # graph id -> {internal tensor name: external tensor}
   while stack:
     t = stack.pop()
-    key = _key(t)
+    key = tensor_key(t)
     if key in seen:
       continue
     seen.add(key)
