@@ -3,6 +3,7 @@ size (issue 17), against analytic answers."""
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import edward_lite as ed
 from edward_lite.mcmc import schedule
@@ -96,3 +97,23 @@ def test_the_default_bulk_step_size_leaves_a_stuck_chain_its_own():
   mean, sd = student_t_reference(hs, iq, score)
   z = (b.mean(axis=(0, 1)) - mean) / (sd / np.sqrt(np.asarray(ed.diagnostics.ess_bulk(b))))
   assert np.all(np.abs(z) < 4), z
+
+
+def _underflowing_sqrt():
+  # sqrt of a density that underflows to 0 for s above ~0.44: a finite log
+  # density whose gradient is NaN (a GP's sqrt(spd) does this; issue 32).
+  s = ed.LogNormal(0., 1., name="s")
+  ed.Factor(tf.sqrt(tf.exp(-0.5 * tf.square(30. * s))), name="f")
+
+
+def test_a_start_with_a_nan_gradient_is_redrawn_or_refused():
+  with pytest.raises(ValueError, match=r"4 of 4 chains have a finite initial log density but "
+                                       r"a non-finite gradient at the given init values "
+                                       r"\(chain 0: the gradient of 's'\)"):
+    ed.mcmc.sample(_underflowing_sqrt, chains=4, warmup=10, draws=10, progress=False,
+                   init=np.ones([4, 1], np.float32))
+  # Drawn starts: such chains are drawn again, so no run is lost to a NaN
+  # first leapfrog (before: step sizes NaN, every transition divergent).
+  result = ed.mcmc.sample(_underflowing_sqrt, chains=4, warmup=100, draws=50, seed=0,
+                          progress=False)
+  assert np.all(np.isfinite(result.step_size)) and np.all(result.chain_accept > 0.5)
