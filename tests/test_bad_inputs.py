@@ -110,6 +110,12 @@ def positive_model():
   return ed.Normal(tf.zeros(3), s, name="y")
 
 
+def positive_regression(x):
+  w = ed.Normal(tf.zeros(2), 1., name="w")
+  s = ed.HalfNormal(1., name="s")
+  return ed.Normal(tf.einsum("nd,d->n", x, w), s, name="y")
+
+
 def correlation_model():
   chol = ed.CholeskyLKJ(3, 2., name="L")
   return ed.MultivariateNormalTriL(tf.zeros(3), chol, name="y")
@@ -429,8 +435,9 @@ CASES = [
          r"init must be.*'unifrom'"),
     case("sample-init-unknown-name", lambda t: sample(init={"mu": 0., "sigma": 1.}), ValueError,
          r"\['sigma'\].*not latent"),
-    case("sample-init-missing-latent", lambda t: sample(regression, X, init={}), ValueError,
-         r"missing latent variable 'w'"),
+    case("sample-init-partial-outside-support",
+         lambda t: sample(positive_regression, X, init={"s": -2.}), ValueError,
+         r"init values for \['s'\] are outside the support"),
     case("sample-init-wrong-shape", lambda t: sample(regression, X, init={"w": np.zeros(3)}),
          ValueError, r"'w' has shape \(3,\)"),
     case("sample-init-outside-support", lambda t: sample(positive_model, init={"s": -1.}),
@@ -566,8 +573,8 @@ CASES = [
          r"init_radius must be a positive number; got '2'"),
     case("fit-tol-negative", lambda t: fit(tol=-1e-3), ValueError, r"tol.*-0\.001"),
     case("fit-init-typo", lambda t: fit(init="zeros"), ValueError, r"init must be.*'zeros'"),
-    case("fit-init-missing", lambda t: fit(regression, X, init={}), ValueError,
-         r"missing \['w'\]"),
+    case("fit-init-partial-unknown-name", lambda t: fit(regression, X, init={"v": 0.}),
+         ValueError, r"\['v'\] are not latent variables"),
     case("fit-init-outside-support", lambda t: fit(positive_model, init={"s": -1.}),
          ValueError, r"'s'.*outside the support"),
     case("fit-flat-prior-init", lambda t: fit(flat_model, init="prior"), NotImplementedError,

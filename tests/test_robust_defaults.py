@@ -117,3 +117,22 @@ def test_a_start_with_a_nan_gradient_is_redrawn_or_refused():
   result = ed.mcmc.sample(_underflowing_sqrt, chains=4, warmup=100, draws=50, seed=0,
                           progress=False)
   assert np.all(np.isfinite(result.step_size)) and np.all(result.chain_accept > 0.5)
+
+
+def test_init_may_name_some_latents_the_others_start_uniform():
+  def model():
+    mu = ed.Normal(0., 10., name="mu")
+    s = ed.HalfNormal(1., name="s")
+    return ed.Normal(mu, s, name="y")
+
+  given = np.array([3., -4., 5., 6.], np.float32)
+  # warmup=0 and one kept draw: the first draw's chains start at mu = given
+  # (RWMH's first proposal may move them: compare the run's starting state).
+  from edward_lite.mcmc import compiled, initial_states  # pylint: disable=import-outside-toplevel
+  program = compiled.Program.get(model, (), {}, {"y": 1.}, ed.mcmc.NUTS(), 4, True)
+  u = initial_states.initial_state(program, {"mu": given}, 4, tf.constant([0, 1]), 2., 10)
+  mu_col, s_col = u[:, 0], u[:, 1]  # mu's coordinate and log(s)
+  np.testing.assert_allclose(mu_col, given)
+  assert np.all(np.abs(s_col) <= 2.) and len(set(s_col.tolist())) == 4  # uniform, per chain
+  fit = ed.vi.fit(model, observed={"y": 1.}, init={"mu": 2.}, steps=5, progress=False)
+  assert np.isfinite(fit.elbo).all()

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.checks import nonfinite
-from edward_lite.model.init_values import latent_of_column, parse_init
+from edward_lite.model.init_values import PartialInit, complete, latent_of_column, parse_init
 
 __all__ = ["initial_state"]
 
@@ -21,15 +21,21 @@ def initial_state(program, init, chains, seed, radius, max_tries):
   gradient, for kernels with gradients)."""
   target = program.target
   u = parse_init(target, init, chains)
-  if not isinstance(u, str):  # user values: checked, never redrawn
+  partial = u if isinstance(u, PartialInit) else None
+  given = not isinstance(u, (str, PartialInit))
+  if given:  # user values: checked, never redrawn
     bad = ~np.isfinite(program.log_prob(tf.constant(u)).numpy())
     no_gradient = _nonfinite_gradient(program, u, bad)
     max_tries = 1
   else:
+    mode = partial.mode if partial else u
     radius = tf.constant(radius, target.dtype)
     for attempt in range(max_tries):
-      draw, lp = (t.numpy() for t in program.draw_initial(init, chains, seed, radius,
+      draw, lp = (t.numpy() for t in program.draw_initial(mode, chains, seed, radius,
                                                            tf.constant(attempt)))
+      if partial:  # the given latents at their values, the others drawn
+        draw = complete(target, partial, draw)
+        lp = program.log_prob(tf.constant(draw)).numpy()
       if attempt == 0:
         u, bad = draw, ~np.isfinite(lp)
       else:
@@ -40,8 +46,7 @@ def initial_state(program, init, chains, seed, radius, max_tries):
         break
   if not bad.any() and not no_gradient.any():
     return u
-  tried = "at the given init values" if max_tries == 1 and not isinstance(init, str) else (
-      f"after {max_tries} tries")
+  tried = "at the given init values" if given else f"after {max_tries} tries"
   if not bad.any():
     chain = int(np.argmax(no_gradient))
     raise ValueError(

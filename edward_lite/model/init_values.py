@@ -3,11 +3,14 @@
 ``init`` is ``"uniform"`` (uniform on ``[-init_radius, init_radius]`` in the
 unconstrained space, as Stan), ``"prior"`` (prior draws), a dict of
 constrained values by latent name, or (for MCMC) an array ``[chains, D]`` of
-unconstrained states.  Drawing is the caller's: MCMC draws one start per
-chain and redraws non-finite ones, VI one location.
+unconstrained states.  A dict may name some of the latents (as NumPyro's
+``init_to_value`` and Stan's partial inits): the others start by the
+uniform rule (``PartialInit``, ``complete``).  Drawing is the caller's: MCMC
+draws one start per chain and redraws non-finite ones, VI one location.
 """
 
 import hashlib
+from typing import Dict, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -15,9 +18,16 @@ import tensorflow as tf
 from edward_lite.model.interpreter import Mode
 from edward_lite.checks.support import support_text
 
-__all__ = ["parse_init", "describe_init", "latent_of_column"]
+__all__ = ["parse_init", "describe_init", "latent_of_column", "PartialInit", "complete"]
 
 MODES = ("uniform", "prior")
+
+
+class PartialInit(NamedTuple):
+  """A dict ``init=`` naming some latents: their constrained values, each
+  ``[C, *shape]``; the others are drawn by ``mode``."""
+  values: Dict[str, np.ndarray]
+  mode: str = "uniform"
 
 
 def parse_init(target, init, chains, allow_array=True):
@@ -30,9 +40,10 @@ def parse_init(target, init, chains, allow_array=True):
     allow_array: whether an unconstrained ``[C, D]`` array is accepted.
 
   Returns:
-    The mode (``"uniform"`` or ``"prior"``), to be drawn by the caller, or
-    the given starting points, unconstrained ``[C, D]`` NumPy in the
-    target's dtype (every value finite).
+    The mode (``"uniform"`` or ``"prior"``), to be drawn by the caller; the
+    given starting points, unconstrained ``[C, D]`` NumPy in the target's
+    dtype (every value finite); or, for a dict naming some latents only, a
+    ``PartialInit`` (``complete`` makes starting points of it).
 
   Raises:
     ValueError (NotImplementedError for ``"prior"`` with a flat prior), one
@@ -72,12 +83,10 @@ def _from_values(target, init, chains, dtype):
   if unknown:
     raise ValueError(f"init names {unknown} are not latent variables; the latents are "
                      f"{list(target.names)}.")
-  missing = [k for k in target.names if k not in init]
-  if missing:
-    raise ValueError(f"init is missing latent variable '{missing[0]}' (it must give every "
-                     f"latent of {list(target.names)}; missing {missing}).")
   values = {}
   for name, info in target.latents.items():
+    if name not in init:
+      continue
     try:
       value = np.asarray(init[name], dtype)
     except (TypeError, ValueError) as e:
@@ -88,6 +97,22 @@ def _from_values(target, init, chains, dtype):
     except ValueError as e:
       raise ValueError(f"init value for '{name}' has shape {value.shape}; expected "
                        f"{info.shape.as_list()} or [{chains}] + that.") from e
+  if len(values) < len(target.names):
+    return PartialInit(values)
+  return _unconstrained(target, values, chains, dtype)
+
+
+def complete(target, partial, u):
+  """Starting points ``[C, D]`` from a ``PartialInit`` and draws ``u [C, D]``
+  by its mode: the given latents at their values, the others at ``u``'s."""
+  drawn = target.constrain(target.unflatten(tf.constant(u)))
+  values = {n: partial.values.get(n, np.asarray(drawn[n])) for n in target.names}
+  return _unconstrained(target, values, u.shape[0], target.dtype.as_numpy_dtype)
+
+
+def _unconstrained(target, values, chains, dtype):
+  """Unconstrained ``[C, D]`` from constrained values ``[C, *shape]`` of
+  every latent, each checked to lie inside its support."""
   # A value outside the support maps to a non-finite point, or (a simplex
   # not summing to 1, a matrix with the wrong diagonal) to a finite one
   # whose image is another value: the round trip finds both.

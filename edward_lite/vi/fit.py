@@ -33,7 +33,7 @@ from edward_lite.checks import arguments
 from edward_lite.language import tracing
 from edward_lite.runtime import fingerprints, seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
-from edward_lite.model.init_values import describe_init, parse_init
+from edward_lite.model.init_values import PartialInit, complete, describe_init, parse_init
 from edward_lite.model.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families
@@ -298,9 +298,12 @@ def _warn_skipped(out, which=""):
 def _initial_loc(target, init, radius, seed):
   """Initial location ``[D]`` of a flat family on the unconstrained space."""
   given = parse_init(target, init, 1, allow_array=False)
+  dtype = target.dtype.as_numpy_dtype
+  if isinstance(given, PartialInit):  # the others by the uniform rule
+    u = tf.random.stateless_uniform([1, target.dim], seed, -radius, radius, dtype=dtype)
+    return complete(target, given, u.numpy())[0]
   if not isinstance(given, str):
     return given[0]
-  dtype = target.dtype.as_numpy_dtype
   if given == "uniform":
     return tf.random.stateless_uniform([target.dim], seed, -radius, radius, dtype=dtype).numpy()
   draws = target.sample_prior(101, seeds.stream(seed, "vi_prior_start"))
