@@ -47,12 +47,17 @@ def test_main_job_prints_model_and_log_joint():
   assert abs(printed - expected) < 1e-3
 
 
+def _run_as_a_user(code, **env):
+  """``python -c code`` with the user's environment (no log settings of ours)."""
+  clean = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE")}
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        timeout=300, env=dict(clean, **env), cwd=ROOT)
+
+
 def test_import_and_a_compiled_run_are_quiet():
   # A new user's first session: no TensorFlow start-up or XLA log lines.  The mixture
   # samples a Categorical eagerly when traced, which on CPUs without AVX-512 logs
   # oneDNN's int32 line once per process.
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE")}
   code = ("import edward_lite as ed\n"
           "def m():\n"
           "  a = ed.Normal(0., 1., name='a')\n"
@@ -62,22 +67,18 @@ def test_import_and_a_compiled_run_are_quiet():
           "r = ed.mcmc.sample(m, observed={'y': 0.5}, chains=2, warmup=20, draws=20,\n"
           "                   init='prior', progress=False)\n"
           "print(r.draws['a'].shape)\n")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
+  result = _run_as_a_user(code)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip() == "(20, 2)"
   assert result.stderr == "", result.stderr[:2000]
   # Asked for, TensorFlow's logs are still there.
-  loud = subprocess.run([sys.executable, "-c", "import edward_lite"], capture_output=True,
-                        text=True, timeout=300, env=dict(env, ED_VERBOSE="1"), cwd=ROOT)
+  loud = _run_as_a_user("import edward_lite", ED_VERBOSE="1")
   assert "I0000" in loud.stderr or "oneDNN" in loud.stderr
 
 
 def test_tensorflow_imported_first_logs_nothing_after_edward_lite():
   # TensorFlow's own import lines come before edward_lite can act (the Quick
   # start says how to silence them); nothing after: no cuInit, no XLA start.
-  env = {k: v for k, v in os.environ.items()
-         if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE")}
   code = ("import sys\n"
           "import tensorflow as tf\n"
           "sys.stderr.write('MARK\\n'); sys.stderr.flush()\n"
@@ -85,8 +86,7 @@ def test_tensorflow_imported_first_logs_nothing_after_edward_lite():
           "r = ed.mcmc.sample(lambda: ed.Normal(0., 1., name='a'), chains=2, warmup=20,\n"
           "                   draws=20, progress=False)\n"
           "print(r.draws['a'].shape)\n")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=ROOT)
+  result = _run_as_a_user(code)
   assert result.returncode == 0, result.stderr[-3000:]
   assert result.stdout.strip() == "(20, 2)"
   assert result.stderr.split("MARK\n", 1)[1] == "", result.stderr[-2000:]

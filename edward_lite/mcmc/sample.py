@@ -394,7 +394,9 @@ def _postfix(out, totals, in_warmup, step_size, n):
   """The progress line's statistics: the phase, the step size, the mean
   acceptance of the last chunk, and the divergent transitions so far (in
   warmup while it runs; after it, those of sampling and, apart, warmup's)."""
-  count = lambda phase: int(np.sum(totals[phase]["diverging"]))  # pylint: disable=unnecessary-lambda-assignment
+  def count(phase):
+    return int(np.sum(totals[phase]["diverging"]))
+
   stats = dict(phase="warmup" if in_warmup else "sampling",
                step_size=f"{float(np.mean(step_size)):.3g}",
                accept=f"{np.mean(out['totals']['accept_prob']) / n:.2f}")

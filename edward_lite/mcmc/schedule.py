@@ -44,8 +44,8 @@ iterations:
 from typing import NamedTuple
 
 __all__ = ["Phase", "warmup_windows", "build_schedule", "short_windows_schedule",
-           "end_warmup", "restarts_step_size", "phase_at", "warmup_length", "MIN_WARMUP", "FIRST_WINDOW",
-           "MAX_WINDOW", "FINAL_WINDOW"]
+           "end_warmup", "restarts_step_size", "phase_at", "warmup_length", "MIN_WARMUP",
+           "FIRST_WINDOW", "MAX_WINDOW", "FINAL_WINDOW"]
 
 FIRST_WINDOW = 10   # iterations of the first short window
 MAX_WINDOW = 100    # the longest short window
