@@ -18,12 +18,12 @@ graphviz``, ``brew install graphviz``).
 from typing import NamedTuple, Tuple
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
 
 from edward_lite.checks import control_flow
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language.tracing import trace
+from edward_lite.model.structure import DETERMINISTIC
 
 __all__ = ["graph", "model_graph", "ModelGraph", "Node"]
 
@@ -71,9 +71,8 @@ def model_graph(model, *args, observed=None, **kwargs):
             if _in_graph(rv.value)}
   nodes, edges = [], []
   for name, rv in found:
-    deterministic = isinstance(rv.distribution, (tfp.distributions.Deterministic,
-                                                 tfp.distributions.VectorDeterministic))
-    kind = "observed" if name in observed else "deterministic" if deterministic else "latent"
+    kind = ("observed" if name in observed else
+            "deterministic" if isinstance(rv.distribution, DETERMINISTIC) else "latent")
     nodes.append(Node(name, type(rv.distribution).__name__,
                       tuple(rv.value.shape.as_list()), kind))
     parents = set()

@@ -207,8 +207,8 @@ class MCMCResult:
     """
     low_accept = self.chain_accept < 0.05
     divergent = self.chain_divergent > 0.5
-    # Per chain, the first parameter (in the target's order) whose mean is
-    # far out, and there the component farthest out: (name, j, frozen).
+    # Per chain, the first parameter (in the target's order) whose mean is far
+    # out, at its component farthest out: chain -> (words, frozen there).
     far = {}
     if self.chains >= 3:
       undecided = np.ones(self.chains, bool)
@@ -240,20 +240,20 @@ class MCMCResult:
   def _warnings(self, rows):
     notes = []
     found = self.stuck_chains()
-    for kind, advice in (
-        ("stuck", "it never left a region where the density is very steep, so its draws are "
-                  "not from the posterior; sample with per-chain adaptation (pooled=None, the "
-                  "default), longer warmup, or init= values inside the posterior's bulk."),
-        ("apart", "the posterior may be multimodal or the chains have not mixed; run longer "
-                  "or reparameterize.")):
+    for kind, one, many, advice in (
+        ("stuck", "is stuck", "are stuck",
+         "it never left a region where the density is very steep, so its draws are not from "
+         "the posterior; sample with per-chain adaptation (pooled=None, the default), longer "
+         "warmup, or init= values inside the posterior's bulk."),
+        ("apart", "sampled apart from the others", "sampled apart from the others",
+         "the posterior may be multimodal or the chains have not mixed; run longer or "
+         "reparameterize.")):
       chains = [(c, reason) for c, k, reason in found if k == kind]
-      what = "is stuck" if kind == "stuck" else "sampled apart from the others"
       if len(chains) <= MAX_CHAIN_NOTES:
-        notes += [f"Chain {c} {what} ({reason}): {advice}" for c, reason in chains]
+        notes += [f"Chain {c} {one} ({reason}): {advice}" for c, reason in chains]
       else:  # one note, not one per chain: a million chains may hold thousands
         first = ", ".join(str(c) for c, _ in chains[:MAX_CHAIN_NOTES])
-        notes.append(f"{len(chains)} of {self.chains} chains ({first}, ...) "
-                     f"{'are stuck' if kind == 'stuck' else 'sampled apart from the others'} "
+        notes.append(f"{len(chains)} of {self.chains} chains ({first}, ...) {many} "
                      f"(chain {chains[0][0]}: {chains[0][1]}): {advice}")
     r_hat = np.array([r["r_hat"] for _, r in rows])
     ess = np.array([r["ess_bulk"] for _, r in rows])

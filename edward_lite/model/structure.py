@@ -35,13 +35,13 @@ from edward_lite.checks.support import check_observed_support
 from edward_lite.language.tracing import check_unique_name, trace
 
 __all__ = ["LatentInfo", "Structure", "trace_model", "require_name", "DtypeConflictError",
-           "is_dtype_conflict"]
+           "is_dtype_conflict", "DETERMINISTIC"]
 
 tfd = tfp.distributions
 
 # ed.Deterministic(value, name=...) records a function of the latents: not a
 # latent, no term of the log density; its values are kept with the draws.
-_DETERMINISTIC = (tfd.Deterministic, tfd.VectorDeterministic)
+DETERMINISTIC = (tfd.Deterministic, tfd.VectorDeterministic)
 
 LatentInfo = collections.namedtuple(
     "LatentInfo", ["name", "shape", "dtype", "bijector", "unconstrained_shape",
@@ -131,7 +131,7 @@ def trace_model(program, args, kwargs, observed, structure_checks, float_dtype):
     elif is_fixed:
       check_finite(f"Value fixed inside the program for random variable '{name}'", rv.value)
       fixed[name] = rv.value
-    elif isinstance(rv.distribution, _DETERMINISTIC):
+    elif isinstance(rv.distribution, DETERMINISTIC):
       deterministic[name] = rv.value.shape
     else:
       latents[name] = _latent_info(name, rv)
