@@ -129,6 +129,7 @@ def test_short_windows_tile_the_warmup_and_grow():
   assert windows[-1].final and not any(p.final for p in run if p is not windows[-1])
   assert not any(p.may_stop for p in windows if p.end < schedule.MIN_WARMUP)
   assert all(p.may_stop for p in windows[:-1] if p.end >= schedule.MIN_WARMUP)
+  assert [p.late for p in windows] == [p.end >= schedule.MIN_WARMUP for p in windows]
   final, sampling = run[-2], run[-1]
   assert (final.start, final.end) == (950, 1000) and final.warmup and not final.collect
   assert not sampling.warmup

@@ -276,7 +276,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       state, window_end = metric_update.end_window(
           state, adapt, restart=schedule.restarts_step_size(phase, adapt.kind))
       agree = _chains_agree(window, end - phase.start)
-      varies = agree and metric_update.curvature_varies(window_end)
+      varies = agree and phase.late and metric_update.curvature_varies(window_end)
       curvature_strikes = curvature_strikes + 1 if varies else 0
       if curvature_strikes >= metric_update.CURVATURE_STRIKES:
         state, adapt = metric_update.diagonal(state), adapt._replace(kind="diag")

@@ -23,10 +23,12 @@ the marked restarts).  Restarted, a 50-iteration window ends with the
 average step size small: on a Gaussian-like posterior that costs a third
 longer trees (kidiq accepted 0.89 for a target of 0.8), where the curvature
 varies it keeps the divergences down (the latent Poisson GP: 13 at 8
-chains, 115 run on; RESULTS section 25).  An adaptive warmup (the default) ends at the first window
-end from ``MIN_WARMUP`` on at which the metric has settled and the chains
-agree (``sample`` decides): the final window then follows at once
-(``end_warmup``), so the run is shorter than ``warmup + draws``.
+chains, 115 run on; RESULTS section 25).  An adaptive warmup (the default)
+ends at the first window end from ``MIN_WARMUP`` on (``Phase.late``) at
+which the metric has settled and the chains agree (``sample`` decides; it
+also judges the curvature only at late window ends): the final window then
+follows at once (``end_warmup``), so the run is shorter than ``warmup +
+draws``.
 
 **Stan's windows** (random-walk Metropolis; ``build_schedule``), 1000
 iterations:
@@ -65,6 +67,7 @@ class Phase(NamedTuple):
   restart: bool = False   # the step size's dual averaging restarts at ``end``
   may_stop: bool = False  # an adaptive warmup may end at ``end``
   final: bool = False     # the final window starts at ``end`` (restarts_step_size)
+  late: bool = False      # ends from MIN_WARMUP on: the chains had time to reach the posterior
 
 
 def warmup_windows(num_warmup, init_buffer=75, term_buffer=50, base_window=25):
@@ -136,10 +139,10 @@ def short_windows_schedule(warmup, draws, adaptive=True, bulk=False):
     end = start + size_at(start)
     if end + size_at(end) > slow_end:  # the next would not fit: extend
       end = slow_end
-    last = end == slow_end
+    last, late = end == slow_end, end >= min(MIN_WARMUP, slow_end)
     phases.append(Phase(start, end, True, True, bulk and start >= SHARE_AFTER, True,
-                        restart=first, final=last,
-                        may_stop=adaptive and not last and end >= min(MIN_WARMUP, slow_end)))
+                        restart=first, final=last, late=late,
+                        may_stop=adaptive and not last and late))
     start, first = end, False
   phases.append(Phase(slow_end, warmup, True, False, bulk, False))
   phases.append(Phase(warmup, warmup + draws, False, False, False, False))
