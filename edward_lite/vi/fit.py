@@ -36,7 +36,7 @@ from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.model.init_values import PartialInit, complete, describe_init, parse_init
 from edward_lite.model.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
-from edward_lite.vi import families
+from edward_lite.vi import families, fit_check
 from edward_lite.vi.families import get_family
 from edward_lite.vi.elbo_diagnosis import check_finite_start
 from edward_lite.vi.results import VIResult
@@ -124,7 +124,10 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       ``samples`` draws of each step among them.
 
   Returns:
-    A ``VIResult``.
+    A ``VIResult``.  At the end of the fit (not with ``dataset``) its Pareto
+    k-hat is computed from 4000 draws, and a ``RuntimeWarning`` says when
+    k-hat or the ELBO trace shows the fit cannot be trusted
+    (``fit_check.py``).
   """
   arguments.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
   integer = arguments.check_integer
@@ -211,7 +214,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   full_log_prob = None
   if dataset is not None:
     full_log_prob = batches.full_log_prob_fn(surrogate.model_log_prob, target)
-  return VIResult(target=target, surrogate=surrogate, family=fam or family,
+  result = VIResult(target=target, surrogate=surrogate, family=fam or family,
                   full_log_prob=full_log_prob,
                   elbo=out.elbo, steps=out.steps, samples=samples, converged=out.converged,
                   nonfinite=out.nonfinite, timings=out.timings, seed=seed, settings=dict(
@@ -227,6 +230,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                       num_examples=getattr(batches, "num_examples", None),
                       strategy=None if strategy is None else type(strategy).__name__,
                       parallel=parallel))
+  if dataset is None:
+    fit_check.warn_if_untrusted(result)
+  return result
 
 
 def target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_examples,
