@@ -16,8 +16,9 @@ runs in about 15 s on a loaded 2-core machine.  Inputs that gave a raw
 TensorFlow or NumPy error, ran into the compiled loop, hung (a dataset that
 repeats forever) or were silently accepted (``target_accept=1.5``,
 ``jit_compile="no"``) when the corpus was written were fixed in the library;
-``test_numpy_float64_draws_predict_with_a_float32_model`` keeps the one fix
-that made a failing call work.
+``test_numpy_float64_draws_predict_with_a_float32_model`` and
+``test_numpy_float64_parameter_follows_the_model_dtype`` keep the fixes that
+made a failing call work.
 """
 
 import collections
@@ -29,6 +30,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import edward_lite as ed
 from edward_lite.mcmc.compiled import Program
@@ -62,6 +64,18 @@ X = np.array([[1., 0.], [0., 1.], [1., 1.]], np.float32)
 def counts_as_float64(counts):
   rate = ed.Gamma(2., 1., name="rate")
   ed.Factor(tf.reduce_sum(tf.convert_to_tensor(counts, tf.float64)) * 0. + rate, name="term")
+
+
+def numpy_scalar_prior():  # np.log gives a NumPy float64 scalar
+  beta = ed.LogNormal(np.log(0.5), 0.5, name="beta")
+  phi_inv = ed.Exponential(1., name="phi_inv")
+  return ed.Normal(beta * tf.ones(3) + phi_inv, 1., name="y")
+
+
+def float64_distribution_built_by_user():
+  beta = ed.as_random_variable(tfp.distributions.LogNormal(np.log(0.5), 0.5), name="beta")
+  phi_inv = ed.Exponential(1., name="phi_inv")
+  return ed.Normal(beta * tf.ones(3) + phi_inv, 1., name="y")
 
 
 def normal_model():
@@ -383,6 +397,10 @@ CASES = [
     case("target-nan-fixed-by-condition",
          lambda t: ed.make_target(lambda: _in_block(ed.condition(mu=np.nan))), ValueError,
          r"fixed inside the program for random variable 'mu' contains 1 non-finite"),
+    case("target-float64-distribution-built-by-user",
+         lambda t: ed.make_target(float64_distribution_built_by_user, observed=OBS), TypeError,
+         r"mixes floating dtypes after random variable 'phi_inv' .*the model runs in float32, "
+         r"but random variable 'beta' is float64:"),
     case("target-unknown-keyword", lambda t: ed.make_target(with_options, 0., observed=OBS,
                                                             scael=2.), TypeError, r"scael"),
 
@@ -738,6 +756,21 @@ def test_numpy_float64_draws_predict_with_a_float32_model():
   # raw TensorFlow dtype error; they now run in float32, as make_target's data.
   out = ed.predictive(normal_model, {"mu": np.zeros(4)})
   assert out["y"].shape == (4, 3) and out["y"].dtype == np.float32
+
+
+def test_numpy_float64_parameter_follows_the_model_dtype():
+  # Fixed with issue 32: ed.LogNormal(np.log(0.5), 0.5) made 'beta' float64
+  # and the dtype error named 'phi_inv', the variable built last.  In a model
+  # run a NumPy float given to a constructor is converted as data are.
+  target = ed.make_target(numpy_scalar_prior, observed=OBS)
+  assert target.latents["beta"].dtype == tf.float32
+  lp = target.log_joint({"beta": np.float32([0.5]), "phi_inv": np.float32([1.])})
+  assert lp.dtype == tf.float32 and np.isfinite(lp).all()
+  target = ed.make_target(lambda: ed.LogNormal(np.log(0.5), 0.5, name="beta"),
+                          dtype=tf.float64)
+  assert target.latents["beta"].dtype == tf.float64
+  # Outside a model run the constructor keeps TFP's dtype.
+  assert ed.LogNormal(np.log(0.5), 0.5, name="beta").dtype == tf.float64
 
 
 def test_init_inside_the_support_starts_where_given():

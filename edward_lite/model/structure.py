@@ -206,9 +206,14 @@ def _trace(program, data, float_dtype):
             f"{describe_arguments(program, data)}.") from e
       if not is_dtype_conflict(e) or str(e).startswith("Random variable '"):
         raise
+      # A variable of another dtype (its distribution built by the user
+      # from float64 numbers) is the culprit, not the one built last.
+      odd = [f"random variable '{n}' is {rv.dtype.name}" for n, (rv, _) in found.items()
+             if rv.dtype.is_floating and rv.dtype.name != float_name]
+      culprit = ", but " + ", ".join(odd) if odd else ""
       raise DtypeConflictError(
           f"The program mixes floating dtypes{after} ({first_line(e)}); the model "
-          f"runs in {float_name}: build the Tensors the program makes in that "
+          f"runs in {float_name}{culprit}: build the Tensors the program makes in that "
           f"dtype, or pass dtype= to choose another.{outside_data_hint(program)}") from e
   return found
 
