@@ -66,6 +66,24 @@ def counts_as_float64(counts):
   ed.Factor(tf.reduce_sum(tf.convert_to_tensor(counts, tf.float64)) * 0. + rate, name="term")
 
 
+def poisson_counts_factor(counts):  # counts: an int64 column
+  g1 = ed.Gamma(2., 1., name="g1")
+  ed.Factor(tf.reduce_sum(tfp.distributions.Poisson(g1).log_prob(counts)), name="lik")
+
+
+def negative_binomial_counts_factor(counts):
+  g1 = ed.Gamma(2., 1., name="g1")
+  p = ed.Beta(2., 2., name="p")
+  lik = tfp.distributions.NegativeBinomial(g1, probs=p).log_prob(counts)
+  ed.Factor(tf.reduce_sum(lik), name="lik")
+
+
+def grouped_counts(counts, group):  # two int64 arguments; only counts meets floats
+  rate = ed.Gamma(2. * tf.ones(2), 1., name="rate")
+  per_row = tf.gather(rate, group)
+  ed.Factor(tf.reduce_sum(counts * per_row), name="lik")
+
+
 def numpy_scalar_prior():  # np.log gives a NumPy float64 scalar
   beta = ed.LogNormal(np.log(0.5), 0.5, name="beta")
   phi_inv = ed.Exponential(1., name="phi_inv")
@@ -665,6 +683,21 @@ CASES = [
          lambda t: sample(counts_as_float64, np.arange(5), observed={}), TypeError,
          r"counts_as_float64.*dtype float64 for Tensor with dtype int64.*tf\.cast.*"
          r"counts: int64 \[5\]"),
+
+    # An int64 count column meeting floats in a density or a Factor.
+    case("program-integer-argument-in-poisson-log-prob",
+         lambda t: sample(poisson_counts_factor, np.arange(5), observed={}), TypeError,
+         r"poisson_counts_factor failed at test_bad_inputs\.py:\d+ \(.*log_prob\(counts\).*\): "
+         r"Cannot convert 0\.0 to EagerTensor of dtype int64; its integer argument 'counts' "
+         r"\(int64\) meets floats there.*: cast it, tf\.cast\(counts, tf\.float32\)\.$"),
+    case("program-integer-argument-in-negative-binomial-log-prob",
+         lambda t: fit(negative_binomial_counts_factor, np.arange(5), observed={}), TypeError,
+         r"negative_binomial_counts_factor failed at .*for Tensor with dtype int64; its integer "
+         r"argument 'counts' \(int64\) meets floats.*tf\.cast\(counts, tf\.float32\)\.$"),
+    case("program-integer-argument-times-latent",
+         lambda t: sample(grouped_counts, np.arange(5), np.array([0, 1, 0, 1, 1]), observed={}),
+         TypeError, r"grouped_counts failed at .*\(ed\.Factor\(tf\.reduce_sum\(counts \* per_row\)"
+         r".*its integer argument 'counts' \(int64\) meets.*tf\.cast\(counts, tf\.float32\)"),
 
     # Strategies.
     case("strategy-unknown-kind", lambda t: ed.distribute.strategy("gpus"), ValueError,
