@@ -84,6 +84,11 @@ def grouped_counts(counts, group):  # two int64 arguments; only counts meets flo
   ed.Factor(tf.reduce_sum(counts * per_row), name="lik")
 
 
+def constant_of_argument(x):  # x reaches the program as a Tensor
+  mu = ed.Normal(0., 1., name="mu")
+  return ed.Normal(mu + tf.constant(x[:-1]), 1., name="y")
+
+
 def numpy_scalar_prior():  # np.log gives a NumPy float64 scalar
   beta = ed.LogNormal(np.log(0.5), 0.5, name="beta")
   phi_inv = ed.Exponential(1., name="phi_inv")
@@ -698,6 +703,12 @@ CASES = [
          lambda t: sample(grouped_counts, np.arange(5), np.array([0, 1, 0, 1, 1]), observed={}),
          TypeError, r"grouped_counts failed at .*\(ed\.Factor\(tf\.reduce_sum\(counts \* per_row\)"
          r".*its integer argument 'counts' \(int64\) meets.*tf\.cast\(counts, tf\.float32\)"),
+
+    # tf.constant of an argument, which fails only in a graph.
+    case("program-tf-constant-of-an-argument",
+         lambda t: sample(constant_of_argument, np.arange(4, dtype=np.float32)), TypeError,
+         r"tf\.constant was given a Tensor at test_bad_inputs\.py:\d+ \(.*tf\.constant\(x\[:-1\]\)"
+         r".*\), which it takes only eagerly.*use the Tensor as it is.*tf\.convert_to_tensor\(x\)"),
 
     # Strategies.
     case("strategy-unknown-kind", lambda t: ed.distribute.strategy("gpus"), ValueError,
