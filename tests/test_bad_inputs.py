@@ -16,8 +16,9 @@ runs in about 15 s on a loaded 2-core machine.  Inputs that gave a raw
 TensorFlow or NumPy error, ran into the compiled loop, hung (a dataset that
 repeats forever) or were silently accepted (``target_accept=1.5``,
 ``jit_compile="no"``) when the corpus was written were fixed in the library;
-``test_numpy_float64_draws_predict_with_a_float32_model`` keeps the one fix
-that made a failing call work.
+``test_numpy_float64_draws_predict_with_a_float32_model`` and
+``test_numpy_float64_parameter_follows_the_model_dtype`` keep the fixes that
+made a failing call work.
 """
 
 import collections
@@ -29,6 +30,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import edward_lite as ed
 from edward_lite.mcmc.compiled import Program
@@ -62,6 +64,41 @@ X = np.array([[1., 0.], [0., 1.], [1., 1.]], np.float32)
 def counts_as_float64(counts):
   rate = ed.Gamma(2., 1., name="rate")
   ed.Factor(tf.reduce_sum(tf.convert_to_tensor(counts, tf.float64)) * 0. + rate, name="term")
+
+
+def poisson_counts_factor(counts):  # counts: an int64 column
+  g1 = ed.Gamma(2., 1., name="g1")
+  ed.Factor(tf.reduce_sum(tfp.distributions.Poisson(g1).log_prob(counts)), name="lik")
+
+
+def negative_binomial_counts_factor(counts):
+  g1 = ed.Gamma(2., 1., name="g1")
+  p = ed.Beta(2., 2., name="p")
+  lik = tfp.distributions.NegativeBinomial(g1, probs=p).log_prob(counts)
+  ed.Factor(tf.reduce_sum(lik), name="lik")
+
+
+def grouped_counts(counts, group):  # two int64 arguments; only counts meets floats
+  rate = ed.Gamma(2. * tf.ones(2), 1., name="rate")
+  per_row = tf.gather(rate, group)
+  ed.Factor(tf.reduce_sum(counts * per_row), name="lik")
+
+
+def constant_of_argument(x):  # x reaches the program as a Tensor
+  mu = ed.Normal(0., 1., name="mu")
+  return ed.Normal(mu + tf.constant(x[:-1]), 1., name="y")
+
+
+def numpy_scalar_prior():  # np.log gives a NumPy float64 scalar
+  beta = ed.LogNormal(np.log(0.5), 0.5, name="beta")
+  phi_inv = ed.Exponential(1., name="phi_inv")
+  return ed.Normal(beta * tf.ones(3) + phi_inv, 1., name="y")
+
+
+def float64_distribution_built_by_user():
+  beta = ed.as_random_variable(tfp.distributions.LogNormal(np.log(0.5), 0.5), name="beta")
+  phi_inv = ed.Exponential(1., name="phi_inv")
+  return ed.Normal(beta * tf.ones(3) + phi_inv, 1., name="y")
 
 
 def normal_model():
@@ -383,6 +420,10 @@ CASES = [
     case("target-nan-fixed-by-condition",
          lambda t: ed.make_target(lambda: _in_block(ed.condition(mu=np.nan))), ValueError,
          r"fixed inside the program for random variable 'mu' contains 1 non-finite"),
+    case("target-float64-distribution-built-by-user",
+         lambda t: ed.make_target(float64_distribution_built_by_user, observed=OBS), TypeError,
+         r"mixes floating dtypes after random variable 'phi_inv' .*the model runs in float32, "
+         r"but random variable 'beta' is float64:"),
     case("target-unknown-keyword", lambda t: ed.make_target(with_options, 0., observed=OBS,
                                                             scael=2.), TypeError, r"scael"),
 
@@ -648,6 +689,27 @@ CASES = [
          r"counts_as_float64.*dtype float64 for Tensor with dtype int64.*tf\.cast.*"
          r"counts: int64 \[5\]"),
 
+    # An int64 count column meeting floats in a density or a Factor.
+    case("program-integer-argument-in-poisson-log-prob",
+         lambda t: sample(poisson_counts_factor, np.arange(5), observed={}), TypeError,
+         r"poisson_counts_factor failed at test_bad_inputs\.py:\d+ \(.*log_prob\(counts\).*\): "
+         r"Cannot convert 0\.0 to EagerTensor of dtype int64; its integer argument 'counts' "
+         r"\(int64\) meets floats there.*: cast it, tf\.cast\(counts, tf\.float32\)\.$"),
+    case("program-integer-argument-in-negative-binomial-log-prob",
+         lambda t: fit(negative_binomial_counts_factor, np.arange(5), observed={}), TypeError,
+         r"negative_binomial_counts_factor failed at .*for Tensor with dtype int64; its integer "
+         r"argument 'counts' \(int64\) meets floats.*tf\.cast\(counts, tf\.float32\)\.$"),
+    case("program-integer-argument-times-latent",
+         lambda t: sample(grouped_counts, np.arange(5), np.array([0, 1, 0, 1, 1]), observed={}),
+         TypeError, r"grouped_counts failed at .*\(ed\.Factor\(tf\.reduce_sum\(counts \* per_row\)"
+         r".*its integer argument 'counts' \(int64\) meets.*tf\.cast\(counts, tf\.float32\)"),
+
+    # tf.constant of an argument, which fails only in a graph.
+    case("program-tf-constant-of-an-argument",
+         lambda t: sample(constant_of_argument, np.arange(4, dtype=np.float32)), TypeError,
+         r"tf\.constant was given a Tensor at test_bad_inputs\.py:\d+ \(.*tf\.constant\(x\[:-1\]\)"
+         r".*\), which it takes only eagerly.*use the Tensor as it is.*tf\.convert_to_tensor\(x\)"),
+
     # Strategies.
     case("strategy-unknown-kind", lambda t: ed.distribute.strategy("gpus"), ValueError,
          r"'gpus'.*mirrored"),
@@ -738,6 +800,21 @@ def test_numpy_float64_draws_predict_with_a_float32_model():
   # raw TensorFlow dtype error; they now run in float32, as make_target's data.
   out = ed.predictive(normal_model, {"mu": np.zeros(4)})
   assert out["y"].shape == (4, 3) and out["y"].dtype == np.float32
+
+
+def test_numpy_float64_parameter_follows_the_model_dtype():
+  # Fixed with issue 32: ed.LogNormal(np.log(0.5), 0.5) made 'beta' float64
+  # and the dtype error named 'phi_inv', the variable built last.  In a model
+  # run a NumPy float given to a constructor is converted as data are.
+  target = ed.make_target(numpy_scalar_prior, observed=OBS)
+  assert target.latents["beta"].dtype == tf.float32
+  lp = target.log_joint({"beta": np.float32([0.5]), "phi_inv": np.float32([1.])})
+  assert lp.dtype == tf.float32 and np.isfinite(lp).all()
+  target = ed.make_target(lambda: ed.LogNormal(np.log(0.5), 0.5, name="beta"),
+                          dtype=tf.float64)
+  assert target.latents["beta"].dtype == tf.float64
+  # Outside a model run the constructor keeps TFP's dtype.
+  assert ed.LogNormal(np.log(0.5), 0.5, name="beta").dtype == tf.float64
 
 
 def test_init_inside_the_support_starts_where_given():

@@ -13,8 +13,10 @@ scratch graph, without AutoGraph, and translates a failing ``bool()`` into a
 ``TypeError`` naming the latent random variables the condition is computed
 from (found by walking the graph back from the condition to their values)
 and the line of the program.  It builds a graph only: nothing runs, nothing
-compiles.  Any other failure of this extra trace is left for the real runs
-to report.
+compiles.  The trace is also the first to see ``tf.constant`` given a
+Tensor (an argument: data reach the program as Tensors), which works eagerly
+and fails only in a graph; it names the line and says what to write.  Any
+other failure of this extra trace is left for the real runs to report.
 
 The same graph tells which quantities of an observed variable's distribution
 are computed from latents (``ProgramGraph.dependence``): the support checks
@@ -86,7 +88,8 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
   Raises:
     TypeError: ``bool()`` of a latent random variable, or of a Tensor
       computed from one, in ``if``/``while``/``and``/``or``/``not``; the
-      message names the variables and the program line.
+      message names the variables and the program line.  Also
+      ``tf.constant`` of a Tensor, naming the program line.
   """
   observed = observed or {}
   latents = {}  # (graph id, tensor name) -> random-variable name
@@ -121,9 +124,29 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     if names:
       raise _control_flow_error(names, where) from None
     return ProgramGraph()
+  except TypeError as e:
+    if not _is_constant_of_tensor(e):
+      return ProgramGraph()
+    _, where = _bool_site(e.__traceback__)
+    raise TypeError(
+        f"tf.constant was given a Tensor{where}, which it takes only eagerly: traced for "
+        "inference, the program's arguments (NumPy and pandas data are converted to "
+        "Tensors once, before tracing) and random variables, and all it computes from them, "
+        "are graph Tensors; use the Tensor as it is (x[:-1], not tf.constant(x[:-1])), or write "
+        "tf.convert_to_tensor(x) for a value that may or may not be a Tensor.") from e
   except Exception:  # pylint: disable=broad-except
     return ProgramGraph()  # not ours to judge here: the real runs report it
   return ProgramGraph(graph, latents, observed_dists)
+
+
+def _is_constant_of_tensor(error):
+  """Whether ``error`` is ``tf.constant``'s refusal of a graph Tensor."""
+  tb = error.__traceback__
+  while tb is not None:
+    if os.path.basename(tb.tb_frame.f_code.co_filename) == "constant_op.py":
+      return "Expected any non-tensor type" in str(error)
+    tb = tb.tb_next
+  return False
 
 
 def tensor_key(tensor):

@@ -1,8 +1,9 @@
 """Words for a program that fails while it is traced: where (the user's
 line), with which arguments, and the likely cause when it is one a newcomer
-meets (mixed float dtypes, strings given as data, float64 data read from a
-global instead of an argument).  Each hint is empty when it does not apply
-and never raises: it only adds to the error being reported.
+meets (mixed float dtypes, strings given as data, integer data meeting
+floats, float64 data read from a global instead of an argument).  Each hint
+is empty when it does not apply and never raises: it only adds to the error
+being reported.
 """
 
 import inspect
@@ -16,7 +17,7 @@ import tensorflow as tf
 from edward_lite.checks.control_flow import _LIBRARY_DIRS
 
 __all__ = ["is_dtype_conflict", "first_line", "program_site", "describe_arguments",
-           "strings_hint", "outside_data_hint"]
+           "strings_hint", "outside_data_hint", "integer_arguments"]
 
 
 def outside_data_hint(program):
@@ -87,6 +88,25 @@ def strings_hint(program, data):
            f"arguments {', '.join(names)} hold")
   return (f" ({which} strings, which TensorFlow's math and indexing ops do not take: "
           "convert them to numbers, labels to integer codes (pandas.factorize(column)[0])")
+
+
+def integer_arguments(program, data, error):
+  """``[(name, dtype name)]``: the integer Tensor arguments of the program
+  whose dtype a dtype error names -- an int64 count column meeting floats in
+  a density (``Cannot convert 0.0 to EagerTensor of dtype int64``) -- those
+  on the failing line of the program if any are.  Not for a random
+  variable's ``value=`` (its error names it) or the program's own
+  ``tf.convert_to_tensor(x, dtype=float...)`` (another hint)."""
+  text = first_line(error)
+  if (not re.search(r"dtype|tensor but is a", text) or text.startswith("Value for ") or
+      text.startswith("Tensor conversion requested dtype float")):
+    return []
+  found = [(name, value.dtype.name) for name, value in _named_arguments(program, data)
+           if tf.is_tensor(value) and value.dtype.is_integer and
+           re.search(rf"\b{value.dtype.name}\b", text)]
+  line = program_site(error.__traceback__).partition(" (")[2]
+  on_line = [(n, d) for n, d in found if re.search(rf"\b{re.escape(str(n))}\b", line)]
+  return on_line or found
 
 
 def describe_arguments(program, data):

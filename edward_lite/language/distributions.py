@@ -10,7 +10,6 @@ Tensors, and an edward_lite program already *is* a joint distribution.
 
 import inspect
 
-import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.language import dtypes, tfp_fixes
@@ -55,9 +54,10 @@ def make_random_variable(distribution_cls):
       args, kwargs = fix(args, kwargs)
     if name is not None:
       kwargs["name"] = _scope_safe(name)
-    if dtypes.float_dtype() not in (None, tf.float32):  # a float64 run: literals follow
-      args = [dtypes.cast_literal(a) for a in args]
-      kwargs = {k: dtypes.cast_literal(v) for k, v in kwargs.items()}
+    # In a model run NumPy floats (np.log(0.5) is float64) and, in a float64
+    # run, Python floats follow the model's floating dtype.
+    args = [dtypes.cast_parameter(a) for a in args]
+    kwargs = {k: dtypes.cast_parameter(v) for k, v in kwargs.items()}
     try:
       distribution = distribution_cls(*args, **kwargs)
     except (TypeError, ValueError) as e:

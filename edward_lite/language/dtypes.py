@@ -11,7 +11,9 @@ In a float64 run, Python float literals given to a random-variable
 constructor inside the program (``ed.Normal(0., 5.)``) become float64 too,
 so a program written for float32 runs unchanged in float64; Tensors the
 program makes itself (``tf.zeros(8)``) must be given the dtype by the
-program.
+program.  NumPy floating numbers given to a constructor inside the program
+(``ed.LogNormal(np.log(0.5), 0.5)``, whose ``np.log`` gives a float64
+scalar) are converted like data, to float32 unless the run is float64.
 """
 
 import contextlib
@@ -20,7 +22,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["float_dtype", "float_scope", "cast_data", "cast_literal"]
+__all__ = ["float_dtype", "float_scope", "cast_data", "cast_literal", "cast_parameter"]
 
 _STATE = threading.local()
 
@@ -30,15 +32,22 @@ def float_dtype():
   return getattr(_STATE, "dtype", None)
 
 
+def in_model_run():
+  """Whether program code runs for a model (inside ``float_scope``)."""
+  return getattr(_STATE, "in_run", False)
+
+
 @contextlib.contextmanager
 def float_scope(dtype):
-  """Runs the enclosed program code in floating dtype ``dtype``."""
-  previous = float_dtype()
+  """Runs the enclosed program code for a model in floating dtype ``dtype``
+  (None: the data's, see ``trace_model``)."""
+  previous = float_dtype(), in_model_run()
   _STATE.dtype = None if dtype is None else tf.as_dtype(dtype)
+  _STATE.in_run = True
   try:
     yield
   finally:
-    _STATE.dtype = previous
+    _STATE.dtype, _STATE.in_run = previous
 
 
 def check_float_dtype(dtype):
@@ -77,3 +86,15 @@ def cast_literal(value):
           isinstance(v, float) for v in value):
     return tf.constant(value, dtype)
   return value
+
+
+def cast_parameter(value):
+  """A value given to a random-variable constructor in a model run: NumPy
+  floating arrays and scalars in the model's floating dtype (float32 unless
+  the run is float64), as data are; in a float64 run Python float literals
+  too (``cast_literal``).  Unchanged outside a model run."""
+  if not in_model_run():
+    return value
+  if float_dtype() not in (None, tf.float32):
+    return cast_literal(value)
+  return cast_data(value, tf.float32)

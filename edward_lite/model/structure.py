@@ -28,8 +28,9 @@ from edward_lite.language import terms
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.checks.control_flow import check_python_control_flow
 from edward_lite.model.data import ModelData, call_program, check_finite, prepare_arguments
-from edward_lite.checks.program_errors import (describe_arguments, first_line, is_dtype_conflict,
-                                               outside_data_hint, program_site, strings_hint)
+from edward_lite.checks.program_errors import (describe_arguments, first_line, integer_arguments,
+                                               is_dtype_conflict, outside_data_hint, program_site,
+                                               strings_hint)
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.checks.support import check_observed_support
 from edward_lite.language.tracing import check_unique_name, trace
@@ -168,7 +169,7 @@ def _trace(program, data, float_dtype):
     try:
       rv = fn(*args, **kwargs)
     except (TypeError, ValueError, tf.errors.InvalidArgumentError) as e:
-      if is_dtype_conflict(e):
+      if is_dtype_conflict(e) and not integer_arguments(program, data, e):
         raise DtypeConflictError(
             f"Random variable '{name}' mixes floating dtypes in its parameters "
             f"({first_line(e)}); the model runs in {float_name}: build the "
@@ -185,6 +186,11 @@ def _trace(program, data, float_dtype):
     except (TypeError, ValueError, tf.errors.OpError) as e:
       after = f" after random variable '{next(reversed(found))}'" if found else ""
       where = f"The program {getattr(program, '__name__', '')} failed{after}"
+      integers = integer_arguments(program, data, e)
+      if integers:
+        # Integer data (a count column) met floats in a density or a Factor:
+        # name the argument, not the random variable built last.
+        raise TypeError(_integer_message(program, e, integers, float_name)) from e
       strings = strings_hint(program, data)
       if not is_dtype_conflict(e) and (isinstance(e, tf.errors.OpError) or strings):
         # A TensorFlow op of the program failed (shapes, most often), or
@@ -206,11 +212,27 @@ def _trace(program, data, float_dtype):
             f"{describe_arguments(program, data)}.") from e
       if not is_dtype_conflict(e) or str(e).startswith("Random variable '"):
         raise
+      # A variable of another dtype (its distribution built by the user
+      # from float64 numbers) is the culprit, not the one built last.
+      odd = [f"random variable '{n}' is {rv.dtype.name}" for n, (rv, _) in found.items()
+             if rv.dtype.is_floating and rv.dtype.name != float_name]
+      culprit = ", but " + ", ".join(odd) if odd else ""
       raise DtypeConflictError(
           f"The program mixes floating dtypes{after} ({first_line(e)}); the model "
-          f"runs in {float_name}: build the Tensors the program makes in that "
+          f"runs in {float_name}{culprit}: build the Tensors the program makes in that "
           f"dtype, or pass dtype= to choose another.{outside_data_hint(program)}") from e
   return found
+
+
+def _integer_message(program, error, integers, float_name):
+  """The program met floats with the integer arguments ``[(name, dtype)]``."""
+  name, dtype = integers[0]
+  names = " or ".join(f"'{n}'" for n, _ in integers)
+  return (f"The program {getattr(program, '__name__', '')} failed"
+          f"{program_site(error.__traceback__)}: {first_line(error).split(': <tf.Tensor')[0]}; "
+          f"its integer argument {names} ({dtype}) meets floats there, which TensorFlow does "
+          "not mix with integers (integer arguments are kept integer, as indices must be): "
+          f"cast it, tf.cast({name}, tf.{float_name}).")
 
 
 def _check_same_structure(first, second):
