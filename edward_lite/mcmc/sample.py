@@ -201,6 +201,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   window = {}  # the current window's per-chain totals (sums over its chunks)
   ended_at = None  # the window end at which an adaptive warmup ended
   curvature_strikes = 0  # consecutive windows whose curvature varied (metric_update)
+  just_switched = False  # the metric went diagonal at the last window end
   if resumed is not None:
     state, step = resumed["state"], resumed["step"]
     state = ChunkState(*tf.nest.pack_sequence_as(
@@ -208,6 +209,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     ended_at = resumed["scalars"].get("warmup_ended_at")
     adapt = adapt._replace(kind=resumed["scalars"].get("metric", adapt.kind))
     curvature_strikes = resumed["scalars"].get("curvature_strikes", 0)
+    just_switched = resumed["scalars"].get("just_switched", False)
     if ended_at is not None:
       run_schedule = schedule.end_warmup(run_schedule, ended_at, draws)
     chunks = resumed["arrays"]
@@ -240,7 +242,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     """The compiled chunk from transition ``step``, then the host's
     bookkeeping: kept draws and totals, the metric at a window's end, and
     the end of an adaptive warmup."""
-    nonlocal state, totals, run_schedule, ended_at, window, adapt, curvature_strikes
+    nonlocal state, totals, run_schedule, ended_at, window, adapt, curvature_strikes, just_switched
     phase = schedule.phase_at(run_schedule, step)
     run_warmup = schedule.warmup_length(run_schedule)
     in_warmup = phase.warmup
@@ -278,9 +280,12 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       agree = _chains_agree(window, end - phase.start)
       varies = agree and phase.late and metric_update.curvature_varies(window_end)
       curvature_strikes = curvature_strikes + 1 if varies else 0
+      if just_switched:  # a window under the diagonal metric before warmup may end
+        window_end, just_switched = window_end._replace(settled=False), False
       if curvature_strikes >= metric_update.CURVATURE_STRIKES:
         state, adapt = metric_update.diagonal(state), adapt._replace(kind="diag")
-        window_end = window_end._replace(settled=False)
+        state = metric_update.restart_step_size(state)
+        window_end, just_switched = window_end._replace(settled=False), True
       if phase.may_stop and window_end.settled and agree and not varies:
         if schedule.restarts_step_size(phase, adapt.kind, stopping=True):
           state = metric_update.restart_step_size(state)
@@ -295,7 +300,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         arrays={**out["kept"], **{"_" + k: v for k, v in out["totals"].items()},
                 "_warmup": np.asarray(in_warmup), "_start": np.asarray(step)},
         scalars={"warmup_ended_at": ended_at, "metric": adapt.kind,
-                 "curvature_strikes": curvature_strikes}) if ckpt else None
+                 "curvature_strikes": curvature_strikes,
+                 "just_switched": just_switched}) if ckpt else None
     return ChunkOutcome(
         steps=n, record=record, total=new_total,
         # The first call's time is its compile and its run.
