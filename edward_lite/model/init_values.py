@@ -30,7 +30,7 @@ class PartialInit(NamedTuple):
   mode: str = "uniform"
 
 
-def parse_init(target, init, chains, allow_array=True):
+def parse_init(target, init, chains, allow_array=True, modes=MODES):
   """Checks ``init`` against ``target``.
 
   Args:
@@ -38,9 +38,10 @@ def parse_init(target, init, chains, allow_array=True):
     init: the user's ``init=``.
     chains: ``C``, the number of starting points wanted.
     allow_array: whether an unconstrained ``[C, D]`` array is accepted.
+    modes: the strings accepted (``ed.vi.fit`` adds ``"auto"``).
 
   Returns:
-    The mode (``"uniform"`` or ``"prior"``), to be drawn by the caller; the
+    The mode (one of ``modes``), to be drawn by the caller; the
     given starting points, unconstrained ``[C, D]`` NumPy in the target's
     dtype (every value finite); or, for a dict naming some latents only, a
     ``PartialInit`` (``complete`` makes starting points of it).
@@ -51,10 +52,10 @@ def parse_init(target, init, chains, allow_array=True):
   """
   dtype = target.dtype.as_numpy_dtype
   if isinstance(init, str):
-    if init not in MODES:
+    if init not in modes:
       array = f" or an array [chains, {target.dim}]" if allow_array else ""
-      raise ValueError(f"init must be 'uniform', 'prior', a dict of constrained values{array}; "
-                       f"got {init!r}.")
+      raise ValueError(f"init must be {', '.join(repr(m) for m in modes)}, a dict of "
+                       f"constrained values{array}; got {init!r}.")
     flat = [n for n, i in target.latents.items() if i.distribution == "ImproperUniform"]
     if init == "prior" and flat:
       raise NotImplementedError(f"init='prior' cannot draw {flat}: an improper flat prior "

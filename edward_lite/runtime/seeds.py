@@ -24,6 +24,7 @@ STREAMS = dict(
     vi_minibatches=0x5EED,    # VI data subsampling, then folded with the epoch
     vi_start_points=11,       # VI's uniform initial points
     vi_prior_start=7,         # VI's init="prior": a median of prior draws
+    vi_start_draws=13,        # VI's init="auto": the fixed draws of its blurred density
     vi_weighted_draws=0x51,   # a fit's draws with importance weights
     vi_draws=0x52)            # a fit's draws
 

@@ -123,7 +123,7 @@ class VIResult:
 
   def _draw_batch(self, seed, weights):
     state, log_q = self._surrogate.draw(BATCH, seed)
-    values = self._surrogate.constrained(self.target, state)
+    values = dict(self._surrogate.constrained(self.target, state))  # a program's is ``state``
     if self.target.deterministic_names:
       values.update(tf.vectorized_map(lambda v: self.target.pointwise(v)[1], values))
     if weights and self._full_log_prob is None:
