@@ -109,7 +109,7 @@ def run_edward_lite(posterior, seed, out, options):
   post = ed.mcmc.sample(program, *args, observed=observed, chains=CHAINS, draws=DRAWS,
                         seed=seed, progress=False, **{**own, **options})
   wall = time.perf_counter() - t0
-  sampling = int(post.sample_stats["n_grads"].sum())
+  sampling = int(post.sample_stats["num_gradients"].sum())
   np.savez(out, **{"draw:" + k: v for k, v in post.draws.items()},
            warmup_grads=int(post.num_gradients.sum()) - sampling, sampling_grads=sampling,
            divergences=int(post.divergences.sum()), warmup=post.warmup,

@@ -449,7 +449,7 @@ def run_edward_lite(model, args, kernel=None, pooled=None):
   run_s, cpu = time.perf_counter() - start, time.process_time() - cpu
   t = result.timings
   total_grads = float(np.sum(result.num_gradients))
-  sampling_grads = float(np.sum(result.sample_stats["n_grads"]))
+  sampling_grads = float(np.sum(result.sample_stats["num_gradients"]))
   warm_grads = total_grads - sampling_grads
   note = (f"warmup {t['warmup_s']:.1f}s/{warm_grads:.0f} grads "
           f"({1e6 * t['warmup_s'] / max(warm_grads, 1):.0f} us/grad) + sampling "
@@ -458,7 +458,7 @@ def run_edward_lite(model, args, kernel=None, pooled=None):
   if t["compile_s"] > 0:
     note += f"; RECOMPILED on the timed call ({t['compile_s']:.1f}s)"
   return Run(draws=_as_draws(result.draws, model), compile_s=compile_s, run_s=run_s,
-             n_grads=total_grads, grads_draws=np.asarray(result.sample_stats["n_grads"]),
+             n_grads=total_grads, grads_draws=np.asarray(result.sample_stats["num_gradients"]),
              divergences=float(np.sum(result.divergences)), cpu_s=cpu, wall_s=run_s, note=note)
 
 

@@ -57,7 +57,7 @@ def run(chains, rounds, args):
   kwargs = dict(observed={"y": Y}, chains=chains, warmup=args.warmup, draws=args.draws,
                 progress=False)
   kept = ed.mcmc.sample(eight_schools, SIGMA, seed=0, **kwargs)  # also compiles
-  n = kept.sample_stats["n_grads"]
+  n = kept.sample_stats["num_gradients"]
   times = []
   for rep in range(args.reps):
     result = ed.mcmc.sample(eight_schools, SIGMA, seed=rep + 1, keep_draws=False, **kwargs)

@@ -1,11 +1,11 @@
 """Predictive simulation: one loop over the draws vs ``tf.vectorized_map``.
 
-``ed.predictive`` runs the program once per posterior draw with a seed per
+``ed.posterior_predictive`` runs the program once per posterior draw with a seed per
 draw.  ``tf.vectorized_map`` cannot batch TensorFlow's stateless samplers
 over a per-draw seed and falls back to a while loop per random op; this
 script times both batchings of the same one-draw simulation
 (``edward_lite.model.simulation.simulate``), and the library's own
-``simulation.map_draws`` (what ``ed.predictive`` uses), on 4096 draws of
+``simulation.map_draws`` (what ``ed.posterior_predictive`` uses), on 4096 draws of
 
 * ``binomial``: theta ~ Beta, y ~ Binomial(10, theta) (one observation);
 * ``regression``: y ~ Normal(a x, 1) at 1000 inputs.

@@ -30,7 +30,7 @@ quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 from edward_lite import distribute, mcmc, vi
 from edward_lite.analysis import diagnostics, psis
 from edward_lite.analysis.graph import graph, model_graph
-from edward_lite.analysis.predictive import predictive, prior_predictive
+from edward_lite.analysis.predictive import posterior_predictive, prior_predictive
 from edward_lite.language.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.language.distributions import (CONSTRUCTORS, as_random_variable,
                                                 make_random_variable)
@@ -53,8 +53,8 @@ __all__ = sorted(CONSTRUCTORS) + [
     "trace", "traceable", "get_next_tracer", "tape", "interception", "interceptable",
     "get_next_interceptor", "make_log_joint_fn", "make_value_setter", "condition", "do",
     # the target, inference and analysis
-    "make_target", "Target", "mcmc", "vi", "distribute", "diagnostics", "psis", "predictive",
-    "prior_predictive", "graph", "model_graph", "plot", "load", "__version__",
+    "make_target", "Target", "mcmc", "vi", "distribute", "diagnostics", "psis",
+    "posterior_predictive", "prior_predictive", "graph", "model_graph", "plot", "load", "__version__",
 ]
 
 
@@ -63,6 +63,10 @@ def __getattr__(name):
   # ``ed.plot`` is imported on first use: it needs matplotlib (an optional extra).
   if name == "plot":
     return importlib.import_module("edward_lite.analysis.plot")
+  if name == "predictive":  # the name in 0.1
+    from edward_lite.runtime.deprecation import warn_renamed  # pylint: disable=import-outside-toplevel
+    warn_renamed("ed.predictive", "ed.posterior_predictive")
+    return posterior_predictive
   if name in _MOVED:  # a module at its path before the move (``ed.nonfinite``), with a warning
     return importlib.import_module(f"edward_lite.{name}")
   raise AttributeError(f"module 'edward_lite' has no attribute {name!r}")

@@ -15,7 +15,7 @@ Steps:
 2. ``fit.importance(draws)``: draws from the flow weighted by
    ``p(x, y) / q(x)``, smoothed by PSIS; the Pareto k-hat says whether the
    weighted estimates can be trusted (< 0.7), the importance ESS how many
-   equally weighted draws they are worth; ``fit.resample(n)`` draws
+   equally weighted draws they are worth; ``fit.resample(draws)`` draws
    approximately from the posterior.
 3. ``ed.mcmc.sample(..., kernel="nuts")``, 4 chains, as the reference.
 4. For every one of the 1,003 parameters, ``|VI mean - NUTS mean| / NUTS

@@ -91,7 +91,7 @@ def test_arviz_summary_and_loo_on_it_match_the_exact_answers(result):
 
 def test_vi_to_arviz_and_plots_take_the_container(result, tmp_path):
   fit = ed.vi.fit(normal_normal, observed={"y": Y}, steps=300, seed=2, progress=False)
-  idata = fit.to_arviz(n=400, seed=3)
+  idata = fit.to_arviz(draws=400, seed=3)
   assert isinstance(idata, arviz_compat.data_type())
   assert idata.posterior["mu"].shape == (1, 400)
   mean, var = posterior_of(Y)

@@ -33,6 +33,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
+from edward_lite.distribute.strategies import resolve
 from edward_lite.mcmc.compiled import Program
 from test_nonfinite import bounds_from_latents, minus_infinity_factor  # shared models
 
@@ -225,7 +226,7 @@ def log_joint(model, **values):
 
 
 def predictive(posterior, model=normal_model, *args, **kwargs):
-  return ed.predictive(model, posterior, *args, **kwargs)
+  return ed.posterior_predictive(model, posterior, *args, **kwargs)
 
 
 def _write(path, text):
@@ -648,7 +649,7 @@ CASES = [
          lambda t: fit(family=lambda: ed.Normal(0., 1., name="other")), ValueError,
          r"'mu'|'other'"),
 
-    # ed.predictive / ed.prior_predictive.
+    # ed.posterior_predictive / ed.prior_predictive.
     case("predictive-not-a-posterior", lambda t: predictive("draws"), TypeError,
          r"MCMCResult, a VIResult or a non-empty dict.*str"),
     case("predictive-empty-dict", lambda t: predictive({}), TypeError, r"non-empty dict"),
@@ -732,7 +733,7 @@ CASES = [
     case("strategy-logical-cpus-zero", lambda t: ed.distribute.logical_cpus(0), ValueError,
          r"logical_cpus.*0"),
     case("strategy-resolve-parallel-typo",
-         lambda t: ed.distribute.resolve("default", parallel="replicas"), ValueError,
+         lambda t: resolve("default", parallel="replicas"), ValueError,
          r"parallel.*'replicas'"),
 
     # Checkpoints.
@@ -798,7 +799,7 @@ def test_the_guard_sees_the_compiled_work_of_valid_calls(call, no_compiled_work)
 def test_numpy_float64_draws_predict_with_a_float32_model():
   # Fixed with the corpus: NumPy's float64 draws of a float32 program gave a
   # raw TensorFlow dtype error; they now run in float32, as make_target's data.
-  out = ed.predictive(normal_model, {"mu": np.zeros(4)})
+  out = ed.posterior_predictive(normal_model, {"mu": np.zeros(4)})
   assert out["y"].shape == (4, 3) and out["y"].dtype == np.float32
 
 

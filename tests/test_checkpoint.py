@@ -29,7 +29,7 @@ SCRIPT = textwrap.dedent("""
         chunk_size=20, progress=False, checkpoint_dir=ckpt or None,
         callback=lambda info: time.sleep(delay))
     np.savez(out, mu=result.draws["mu"], tau=result.draws["tau"],
-             n_grads=result.sample_stats["n_grads"], step_size=result.step_size)
+             n_grads=result.sample_stats["num_gradients"], step_size=result.step_size)
 """)
 
 

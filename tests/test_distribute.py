@@ -19,6 +19,8 @@ import tensorflow as tf
 
 import edward_lite as ed
 from conftest import LOGICAL_CPUS
+from edward_lite.distribute.sharding import ShardedTarget
+from edward_lite.distribute.strategies import num_replicas, resolve
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 F64 = tf.float64
@@ -50,10 +52,10 @@ def _target():
 
 
 def test_strategy_factory_and_errors(strategies):
-  assert ed.distribute.num_replicas(strategies[4]) == 4
+  assert num_replicas(strategies[4]) == 4
   assert ed.distribute.strategy("default").num_replicas_in_sync == 1
   assert ed.distribute.strategy(strategies[2]) is strategies[2]
-  assert ed.distribute.resolve(None) is None and ed.distribute.resolve("default") is None
+  assert resolve(None) is None and resolve("default") is None
   assert ed.distribute.logical_cpus(4) == LOGICAL_CPUS
   with pytest.raises(ValueError, match="Unknown strategy 'gpus'"):
     ed.distribute.strategy("gpus")
@@ -66,9 +68,9 @@ def test_strategy_factory_and_errors(strategies):
   with pytest.raises(RuntimeError, match="before TensorFlow initializes its devices"):
     ed.distribute.logical_cpus(8)
   with pytest.raises(ValueError, match="parallel must be one of"):
-    ed.distribute.resolve(strategies[2], parallel="model")
+    resolve(strategies[2], parallel="model")
   with pytest.raises(TypeError, match="strategy= must be"):
-    ed.distribute.resolve(4)
+    resolve(4)
 
 
 def test_tpu_that_does_not_exist_fails_fast():
@@ -98,7 +100,7 @@ def test_sharded_log_prob_and_gradient_equal_single_device(strategies, parallel)
     lj0 = target.log_joint(values)
   gj0 = tape.gradient(lj0, values)
   for r, strategy in strategies.items():
-    sharded = ed.distribute.ShardedTarget(target, strategy, parallel, model=logistic)
+    sharded = ShardedTarget(target, strategy, parallel, model=logistic)
     assert isinstance(sharded, ed.model.Density)
     lp, g = tf.function(sharded.value_and_gradient_flat)(flat)
     np.testing.assert_allclose(lp, lp0, rtol=1e-12, err_msg=f"{r} replicas")
@@ -119,7 +121,7 @@ def test_data_parallel_counts_the_prior_once(strategies):
   flat = tf.constant(np.random.default_rng(2).normal(size=(3, target.dim)))
   terms = target.log_prob_terms_flat(flat)
   prior = sum(v for k, v in terms.items() if k != "y")
-  sharded = ed.distribute.ShardedTarget(target, strategies[4], "data", model=logistic)
+  sharded = ShardedTarget(target, strategies[4], "data", model=logistic)
   np.testing.assert_allclose(sharded.log_prob_flat(flat), prior + terms["y"], rtol=1e-12)
   no_data = target.with_data(likelihood_scale=0.)
   np.testing.assert_allclose(no_data.log_prob_flat(flat), prior, rtol=1e-12)
@@ -129,16 +131,16 @@ def test_sharding_errors(strategies):
   target = _target()
   with pytest.raises(ValueError, match="at least one observation per replica.*N=3 rows"):
     small = ed.make_target(logistic, X[:3], offset=OFFSET[:3], observed={"y": Y[:3]})
-    ed.distribute.ShardedTarget(small, strategies[4], "data")
+    ShardedTarget(small, strategies[4], "data")
 
   def local_latents(x):
     z = ed.Normal(tf.zeros([x.shape[0]], F64), tf.constant(1., F64), name="z")
     return ed.Normal(z + x[:, 0], tf.constant(1., F64), name="y")
 
   with pytest.raises(ValueError, match="global latents"):
-    ed.distribute.ShardedTarget(ed.make_target(local_latents, X, observed={"y": X[:, 1]}),
+    ShardedTarget(ed.make_target(local_latents, X, observed={"y": X[:, 1]}),
                                 strategies[2], "data", model=local_latents)
-  sharded = ed.distribute.ShardedTarget(target, strategies[4], "chains")
+  sharded = ShardedTarget(target, strategies[4], "chains")
   with pytest.raises(ValueError, match="multiple of the 4 replicas; got 6"):
     sharded.log_prob_flat(tf.zeros([6, target.dim], F64))
   with pytest.raises(ValueError, match="chains to be a multiple of the 4 replicas"):
@@ -397,7 +399,7 @@ def test_loop_program_under_strategies(strategies):
   assert target.has_loops
   flat = tf.constant(rng.normal(size=(4, 1)))
   lp0, g0 = target.value_and_gradient_flat(flat)
-  sharded = ed.distribute.ShardedTarget(target, strategies[2], "chains", model=ar1_scan)
+  sharded = ShardedTarget(target, strategies[2], "chains", model=ar1_scan)
   lp, g = tf.function(sharded.value_and_gradient_flat)(flat)
   np.testing.assert_allclose(lp, lp0, rtol=1e-12)
   np.testing.assert_allclose(g, g0, rtol=1e-10)

@@ -18,7 +18,8 @@ def test_dir_is_the_documented_api():
                    "fingerprints", "CONSTRUCTORS"):
     assert internal not in names
   for public in ("Normal", "RandomVariable", "trace", "make_log_joint_fn", "make_target",
-                 "mcmc", "vi", "distribute", "diagnostics", "predictive", "load", "plot"):
+                 "mcmc", "vi", "distribute", "diagnostics", "posterior_predictive",
+                 "prior_predictive", "load", "plot"):
     assert public in names
   assert set(dir(ed.mcmc)) == set(ed.mcmc.__all__)
   assert "adaptation" not in dir(ed.mcmc) and "chunk" not in dir(ed.mcmc)

@@ -175,7 +175,7 @@ def test_reproducible_and_independent_of_chunking(kernel, chains):
   np.testing.assert_array_equal(a.step_size, b.step_size)
   if chains < ROUNDS_MIN_CHAINS:
     np.testing.assert_array_equal(a.draws["mu"], b.draws["mu"])
-    np.testing.assert_array_equal(a.sample_stats["n_grads"], b.sample_stats["n_grads"])
+    np.testing.assert_array_equal(a.sample_stats["num_gradients"], b.sample_stats["num_gradients"])
   else:
     assert not np.array_equal(a.draws["mu"], b.draws["mu"])
   assert not np.array_equal(a.draws["mu"], c.draws["mu"])
@@ -203,7 +203,7 @@ def test_nuts_rounds_with_many_chains():
   kept = ed.mcmc.sample(correlated_normal, **kwargs)
   x = kept.draws["x"]
   check_moments(x, LOC, np.diag(COV), "rounds", min_ess=500)
-  n_grads = kept.sample_stats["n_grads"]
+  n_grads = kept.sample_stats["num_gradients"]
   assert len(np.unique(n_grads)) > 3 and n_grads.min() >= 1
   streamed = ed.mcmc.sample(correlated_normal, keep_draws=False, **kwargs)
   np.testing.assert_allclose(streamed.mean["x"], x.mean(axis=0), rtol=1e-5, atol=1e-6)
@@ -366,7 +366,7 @@ def test_callback_reports_each_chunks_gradients():
   seen = []
   result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=3, warmup=40, draws=30,
                           chunk_size=20, seed=2, progress=False,
-                          callback=lambda info: seen.append(info["gradients"]))
+                          callback=lambda info: seen.append(info["num_gradients"]))
   assert len(seen) >= 4  # chunks of at most 20, also cut at warmup window ends
   np.testing.assert_array_equal(np.sum(seen, axis=0), result.num_gradients)
 
@@ -387,8 +387,8 @@ def test_dense_metric_learns_the_covariance(tmp_path):
   assert dense.inverse_metric.shape == (2, 2)
   np.testing.assert_allclose(dense.inverse_metric, cov, rtol=0.3)
   check_moments(dense.draws["x"], LOC, np.diag(cov), "dense metric")
-  assert dense.sample_stats["n_grads"].mean() < 0.3 * diag.sample_stats["n_grads"].mean()
-  assert default.sample_stats["n_grads"].mean() < 0.3 * diag.sample_stats["n_grads"].mean()
+  assert dense.sample_stats["num_gradients"].mean() < 0.3 * diag.sample_stats["num_gradients"].mean()
+  assert default.sample_stats["num_gradients"].mean() < 0.3 * diag.sample_stats["num_gradients"].mean()
   # A checkpointed dense run reloads the same draws (the state template
   # carries the [D, D] low-rank part).
   ckpt = str(tmp_path / "dense")

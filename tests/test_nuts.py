@@ -238,7 +238,7 @@ def test_own_and_tfp_nuts_agree_in_distribution():
   mcse = {k: np.sqrt(np.diag(cov)) / np.sqrt(ess[k]) for k in x}
   diff = np.abs(x["edward_lite"].mean((0, 1)) - x["tfp"].mean((0, 1)))
   assert np.all(diff < 5 * np.hypot(mcse["edward_lite"], mcse["tfp"])), diff
-  grads = {k: r.sample_stats["n_grads"].mean() for k, r in runs.items()}
+  grads = {k: r.sample_stats["num_gradients"].mean() for k, r in runs.items()}
   assert abs(grads["edward_lite"] / grads["tfp"] - 1) < 0.25, grads
 
 

@@ -143,9 +143,9 @@ def test_vi_round_trip_repeats_the_draws(vi_fit, tmp_path):
   assert str(full.summary()) == str(vi_fit.summary())
   arviz = pytest.importorskip("arviz")
   del arviz
-  idata = full.to_arviz(n=200, seed=2)
+  idata = full.to_arviz(draws=200, seed=2)
   np.testing.assert_array_equal(idata.posterior["a"].values,
-                                vi_fit.to_arviz(n=200, seed=2).posterior["a"].values)
+                                vi_fit.to_arviz(draws=200, seed=2).posterior["a"].values)
 
 
 def test_vi_loaded_without_the_model_answers_from_the_file(vi_fit, tmp_path):

@@ -125,7 +125,7 @@ def test_posterior_predictive_frequencies_at_new_inputs():
   # 14 successes in 20 trials; predict 10 new trials: Beta-Binomial(10, 16, 8).
   result = ed.mcmc.sample(beta_binomial_model, 20., observed={"y": 14.}, chains=4,
                           warmup=300, draws=1500, seed=5, jit_compile=False, progress=False)
-  y_new = ed.predictive(beta_binomial_model, result, 10., seed=1)["y"]
+  y_new = ed.posterior_predictive(beta_binomial_model, result, 10., seed=1)["y"]
   assert y_new.shape == (1500, 4)
   freq = np.bincount(y_new.astype(int).ravel(), minlength=11) / y_new.size
   pmf = beta_binomial_pmf(np.arange(11), 10, 16., 8.)
@@ -133,12 +133,12 @@ def test_posterior_predictive_frequencies_at_new_inputs():
   assert np.all(np.abs(freq - pmf) < 4 * np.sqrt(pmf * (1 - pmf) / 2000) + 1e-3), freq - pmf
   # From independent posterior draws (a dict), the simulation alone: tight.
   theta = stats.beta(16., 8.).rvs(40000, random_state=2).astype(np.float32)
-  y_dict = ed.predictive(beta_binomial_model, {"theta": theta}, 10., seed=2)["y"]
+  y_dict = ed.posterior_predictive(beta_binomial_model, {"theta": theta}, 10., seed=2)["y"]
   freq = np.bincount(y_dict.astype(int), minlength=11) / y_dict.size
   assert np.all(np.abs(freq - pmf) < 4 * np.sqrt(pmf * (1 - pmf) / 40000) + 1e-4), freq - pmf
   # Seeded: the same call gives the same draws.
   np.testing.assert_array_equal(
-      ed.predictive(beta_binomial_model, {"theta": theta}, 10., seed=2)["y"], y_dict)
+      ed.posterior_predictive(beta_binomial_model, {"theta": theta}, 10., seed=2)["y"], y_dict)
 
 
 def test_prior_predictive_moments_and_refusals():
@@ -165,13 +165,13 @@ def test_predictive_errors_name_the_problem(fit):
   result = ed.mcmc.sample(per_point, X, observed={"y": Y}, chains=2, warmup=50, draws=20,
                           seed=0, jit_compile=False, progress=False)
   with pytest.raises(ValueError, match="do not fit the program.*'a'"):
-    ed.predictive(per_point, result, X[:5])
+    ed.posterior_predictive(per_point, result, X[:5])
   with pytest.raises(ValueError, match=r"draws of \['c'\].*no such random variable"):
-    ed.predictive(line, {"a": np.zeros(3), "b": np.zeros(3), "c": np.zeros(3)}, X)
+    ed.posterior_predictive(line, {"a": np.zeros(3), "b": np.zeros(3), "c": np.zeros(3)}, X)
   with pytest.raises(TypeError, match="MCMCResult, a VIResult or a non-empty dict"):
-    ed.predictive(line, [1., 2.], X)
+    ed.posterior_predictive(line, [1., 2.], X)
   with pytest.raises(ValueError, match="leading draw axis"):
-    ed.predictive(line, {"a": np.zeros(3), "b": np.zeros(4)}, X)
+    ed.posterior_predictive(line, {"a": np.zeros(3), "b": np.zeros(4)}, X)
   # Posterior predictive at the data: the fitted arguments are reused.
   at_data = fit.posterior_predictive(seed=3)
   assert set(at_data) == {"mu", "y"} and at_data["y"].shape == (1000, 4, 12)

@@ -135,7 +135,7 @@ def test_meanfield_fails_on_the_banana():
 def test_flow_fits_banana_where_meanfield_fails(family):
   flow = ed.vi.fit(banana, family=family, steps=2000, seed=6, progress=False)
   assert flow.k_hat < 0.7, flow.k_hat
-  draws = flow.resample(20000, draws=20000, seed=6)
+  draws = flow.resample(20000, proposals=20000, seed=6)
   np.testing.assert_allclose(draws["x1"].mean(), 0., atol=0.05)
   np.testing.assert_allclose(draws["x1"].std(), 1., rtol=0.03)
   np.testing.assert_allclose(draws["x2"].mean(), 0., atol=0.08)
@@ -497,7 +497,7 @@ def test_summary_and_arviz():
   assert row["q5"] < row["q50"] < row["q95"]
   assert "psis_mean" in table.columns
   arviz = pytest.importorskip("arviz")
-  data = fit.to_arviz(n=500)
+  data = fit.to_arviz(draws=500)
   assert data.posterior["mu"].shape == (1, 500)
   np.testing.assert_allclose(float(arviz.summary(data, round_to="none")["mean"]["mu"]),
                              Y_NN.sum() / NN_PREC, atol=0.05)

@@ -1,6 +1,6 @@
 """Prior and posterior predictive simulation, at the data or at new inputs.
 
-``ed.predictive(model, posterior, *args, **kwargs)`` runs ``model(*args,
+``ed.posterior_predictive(model, posterior, *args, **kwargs)`` runs ``model(*args,
 **kwargs)`` once per posterior draw with the latent variables set to the
 draw and every other random variable (the observed ones, new ones) drawn
 from its distribution given them: draws from the posterior predictive
@@ -11,7 +11,9 @@ from its distribution given them: draws from the posterior predictive
 from the prior.  Observed values are never needed: ``model(x_new)`` with a
 new ``x_new`` of any length predicts at it, as long as the latents keep
 their shapes.  Both run in one compiled, vectorized program per batch of
-draws (``simulation.map_draws``).
+draws (``simulation.map_draws``).  Both default ``seed=0``: a call gives the
+same draws each time.  (``ed.predictive``, the name in 0.1, is a
+deprecated alias of ``ed.posterior_predictive``.)
 """
 
 import numpy as np
@@ -22,11 +24,12 @@ from edward_lite.language import dtypes
 from edward_lite.model import simulation
 from edward_lite.model.data import ModelData, call_program, prepare_arguments
 from edward_lite.model.structure import is_dtype_conflict
+from edward_lite.runtime.deprecation import warn_renamed
 
-__all__ = ["predictive", "prior_predictive"]
+__all__ = ["posterior_predictive", "prior_predictive"]
 
 
-def predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs):
+def posterior_predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs):
   """Posterior predictive draws of ``model(*args, **kwargs)``.
 
   Args:
@@ -59,8 +62,8 @@ def predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs
       simulation.simulate(call, {n: v[0] for n, v in values.items()}, simulation.seed_tensor(0))
     except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
       if not is_dtype_conflict(e):
-        raise ValueError(f"predictive: the posterior draws of {sorted(values)} do not fit "
-                         f"the program at these arguments: {e}") from e
+        raise ValueError(f"posterior_predictive: the posterior draws of {sorted(values)} do "
+                         f"not fit the program at these arguments: {e}") from e
       float_dtype = tf.float32
       values = {n: v.astype(np.float32) if v.dtype == np.float64 else v
                 for n, v in values.items()}
@@ -72,12 +75,12 @@ def predictive(model, posterior, *args, draws=None, seed=0, dtype=None, **kwargs
     one = simulation.simulate(call, {n: v[0] for n, v in values.items()},
                               simulation.seed_tensor(0))
   except (ValueError, TypeError, tf.errors.InvalidArgumentError) as e:
-    raise ValueError(f"predictive: the posterior draws of {sorted(values)} do not fit the "
-                     f"program at these arguments: {e}") from e
+    raise ValueError(f"posterior_predictive: the posterior draws of {sorted(values)} do not "
+                     f"fit the program at these arguments: {e}") from e
   unknown = sorted(n for n in values if n not in one)
   if unknown:
-    raise ValueError(f"predictive: the posterior has draws of {unknown}, but the program "
-                     f"creates no such random variable (it creates {sorted(one)}).")
+    raise ValueError(f"posterior_predictive: the posterior has draws of {unknown}, but the "
+                     f"program creates no such random variable (it creates {sorted(one)}).")
   sims = simulation.map_draws(lambda v, s: simulation.simulate(call, v, s), values,
                               seed=_fold(seed, 0x9e37))
   sims = {k: v for k, v in sims.items() if k not in values}
@@ -127,13 +130,20 @@ def _posterior_draws(posterior, draws, seed):
     values = {k: np.asarray(v) for k, v in posterior.items()}
     sizes = {k: (v.shape[0] if v.ndim else None) for k, v in values.items()}
     if len(set(sizes.values())) != 1 or None in sizes.values():
-      raise ValueError(f"predictive: posterior draws must share a leading draw axis; "
+      raise ValueError(f"posterior_predictive: posterior draws must share a leading draw axis; "
                        f"their leading sizes are {sizes}.")
     return values, (next(iter(sizes.values())),), None
-  raise TypeError("predictive expects an MCMCResult, a VIResult or a non-empty dict name -> "
-                  f"draws; got {type(posterior).__name__}.")
+  raise TypeError("posterior_predictive expects an MCMCResult, a VIResult or a non-empty dict "
+                  f"name -> draws; got {type(posterior).__name__}.")
 
 
 def _fold(seed, salt):
   seed = arguments.check_integer("seed", seed, 0) if not tf.is_tensor(seed) else seed
   return tf.random.experimental.stateless_fold_in(simulation.seed_tensor(seed), salt)
+
+
+def __getattr__(name):
+  if name == "predictive":  # the name in 0.1
+    warn_renamed("predictive", "posterior_predictive")
+    return posterior_predictive
+  raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

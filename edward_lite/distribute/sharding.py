@@ -36,9 +36,13 @@ from edward_lite.model.data import RowData
 from edward_lite.model.interpreter import Mode
 from edward_lite.model.target import flat_value_and_gradient
 
-__all__ = ["ShardedTarget", "PARALLEL_MODES"]
+__all__ = ["ShardedTarget", "PARALLEL_MODES", "SHARDED_MODES"]
 
-PARALLEL_MODES = ("data", "chains")
+# How a ShardedTarget splits the work (VI's ``parallel=`` choices).
+SHARDED_MODES = ("data", "chains")
+# ``ed.mcmc.sample``'s ``parallel=`` choices: the sharded ones, and chain groups
+# (the whole sampler once per device, ``ed.mcmc.groups``).
+PARALLEL_MODES = SHARDED_MODES + ("chain_groups",)
 
 
 class ShardedTarget:
@@ -62,8 +66,8 @@ class ShardedTarget:
 
   def __init__(self, target, strategy, parallel="data", model=None, jit_compile=True,
                place_shards=True):
-    if parallel not in PARALLEL_MODES:
-      raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}; got {parallel!r}.")
+    if parallel not in SHARDED_MODES:
+      raise ValueError(f"parallel must be one of {list(SHARDED_MODES)}; got {parallel!r}.")
     self.base, self.strategy, self.parallel = target, strategy, parallel
     self.replicas = r = strategy.num_replicas_in_sync
     self._likelihood_scale = None

@@ -16,9 +16,9 @@ import threading
 
 import tensorflow as tf
 
-from edward_lite.distribute.sharding import PARALLEL_MODES
+from edward_lite.distribute.sharding import SHARDED_MODES
 
-__all__ = ["strategy", "logical_cpus", "num_replicas"]
+__all__ = ["strategy", "logical_cpus", "num_replicas", "resolve"]
 
 KINDS = ("default", "mirrored", "multi_worker", "tpu")
 
@@ -65,7 +65,7 @@ def strategy(kind="default", devices=None, tpu=None, timeout=60):
       no limit); past it a RuntimeError names the address.
 
   Returns:
-    The strategy; ``num_replicas(strategy)`` is its replica count.  A
+    The strategy; ``strategy.num_replicas_in_sync`` is its replica count.  A
     ``"mirrored"`` strategy is built once per set of devices and reused.
   """
   if isinstance(kind, tf.distribute.Strategy):
@@ -197,8 +197,8 @@ def resolve(strategy_, parallel="data"):
   strategy mean no distribution; a name is built once per process and
   reused (so compiled programs are reused too).
   """
-  if parallel not in PARALLEL_MODES:
-    raise ValueError(f"parallel must be one of {list(PARALLEL_MODES)}; got {parallel!r}.")
+  if parallel not in SHARDED_MODES:
+    raise ValueError(f"parallel must be one of {list(SHARDED_MODES)}; got {parallel!r}.")
   if strategy_ is None or strategy_ == "default":
     return None
   if isinstance(strategy_, str):

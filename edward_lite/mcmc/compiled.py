@@ -14,7 +14,8 @@ import warnings
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite import distribute
+from edward_lite.distribute.sharding import ShardedTarget
+from edward_lite.distribute.strategies import resolve
 from edward_lite.language import tracing
 from edward_lite.runtime import console, fingerprints
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
@@ -34,7 +35,7 @@ class Program:
   @classmethod
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
           parallel="data", jit_compile=True, dtype=None):
-    strategy = distribute.resolve(strategy, parallel)
+    strategy = resolve(strategy, parallel)
     fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
                                           tracing.active_tracers())
     key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
@@ -47,7 +48,7 @@ class Program:
       if parallel == "chains" and chains % strategy.num_replicas_in_sync:
         raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
                          f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
-      target = distribute.ShardedTarget(target, strategy, parallel, model=model,
+      target = ShardedTarget(target, strategy, parallel, model=model,
                                         jit_compile=jit_compile)
     program = cls(target, kernel, fingerprint, jit_compile=jit_compile)
     if fingerprint.key is not None:
@@ -67,7 +68,7 @@ class Program:
     self.compiled = False
     # A sharded target calls strategy.run, which XLA cannot hold: its
     # replicas' parts are compiled instead.
-    jit = bool(jit_compile) and not isinstance(target, distribute.ShardedTarget)
+    jit = bool(jit_compile) and not isinstance(target, ShardedTarget)
     if jit and target.has_unbounded_loops:
       warnings.warn("The program has a tf.while_loop without maximum_iterations, whose "
                     "gradient XLA cannot compile: sampling without XLA (slower); give the "

@@ -6,10 +6,11 @@ from typing import Any, Dict, Optional
 import numpy as np
 
 from edward_lite.analysis import diagnostics
-from edward_lite.analysis.predictive import predictive
+from edward_lite.analysis.predictive import posterior_predictive as simulate_predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 from edward_lite.mcmc import base, metric, streaming
 from edward_lite.runtime import persistence
+from edward_lite.runtime.deprecation import RenamedKeys
 
 # Stuck or apart chains named one by one in the summary, up to this many.
 MAX_CHAIN_NOTES = 5
@@ -24,12 +25,13 @@ class MCMCResult:
   Attributes:
     target: the model's ``Target`` (a loaded result's ``SavedTarget``).
     kernel: the kernel that ran.
-    chains, warmup, num_draws, thin, keep_draws: the run's settings.
+    chains, warmup, num_draws, thin, keep_draws, seed: the run's settings.
     draws: dict name -> NumPy ``[draws, chains, *shape]`` in the constrained
       space (None with ``keep_draws=False``).
     sample_stats: dict -> ``[draws, chains]``: ``accept_prob``,
-      ``diverging``, ``n_grads`` (gradient evaluations), ``tree_depth``,
-      ``energy``, ``log_prob`` (empty without kept draws).
+      ``diverging``, ``num_gradients`` (gradient evaluations), ``tree_depth``,
+      ``energy``, ``log_prob`` (empty without kept draws).  (``"n_grads"``,
+      the key in 0.1, still reads ``num_gradients``, with a warning.)
     step_size: final step size (``[1]`` pooled or ``[chains]``).
     inverse_metric: final inverse metric ``A A^T``: diagonal ``[1 or chains,
       D]``, or ``[D, D]`` for a low-rank or dense metric.
@@ -72,12 +74,13 @@ class MCMCResult:
   draw_count: Any
   timings: Dict[str, float]
   trajectory_length: Optional[np.ndarray] = None
+  seed: int = 0
   _log_likelihood: Optional[Dict[str, np.ndarray]] = dataclasses.field(default=None,
                                                                        init=False)
 
   @classmethod
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
-            keep_draws, timings):
+            keep_draws, timings, seed=0):
     cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
     stats = {k: cat(k) for k in base.STATISTICS}
     flat = cat("draws") if keep_draws else None
@@ -87,7 +90,8 @@ class MCMCResult:
         thin=thin, keep_draws=keep_draws,
         draws=_with_deterministic(target, target.split_constrained(flat))
         if flat is not None else None,
-        sample_stats={k: v for k, v in stats.items() if v is not None} if keep_draws else {},
+        sample_stats=named_statistics(
+            {k: v for k, v in stats.items() if v is not None} if keep_draws else {}),
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
         inverse_metric=metric.inverse_metric(state.metric),
         num_gradients=totals["warmup"]["n_grads"] + totals["sampling"]["n_grads"],
@@ -99,7 +103,7 @@ class MCMCResult:
         streamed={k: target.split_constrained(stream[k])
                   for k in ("sd", "r_hat", "ess", "mcse_mean")},
         draw_count=stream["count"], timings=timings,
-        trajectory_length=kernel.trajectory_length(state.kernel_adapt))
+        trajectory_length=kernel.trajectory_length(state.kernel_adapt), seed=seed)
     return result
 
   # -- diagnostics ------------------------------------------------------------
@@ -286,26 +290,28 @@ class MCMCResult:
                    "poorly; reparameterize.")
     return notes
 
-  def flat_draws(self, count=None, seed=None):  # pylint: disable=unused-argument
+  def flat_draws(self, draws=None, seed=None):  # pylint: disable=unused-argument
     """The kept latent draws ``name -> [draws * chains, *shape]`` and their
-    leading shape ``(draws, chains)`` (``count`` and ``seed`` are for a VI
-    fit's fresh draws; ``ed.predictive`` passes them to either)."""
+    leading shape ``(draws, chains)`` (``draws`` and ``seed`` are for a VI
+    fit's fresh draws; ``ed.posterior_predictive`` passes them to either)."""
     if self.draws is None:
       raise ValueError("predictive needs the posterior draws: sample with keep_draws=True.")
     lead = next(iter(self.draws.values())).shape[:2]
     return {n: self.draws[n].reshape((-1,) + self.draws[n].shape[2:])
             for n in self.target.names}, lead
 
-  def posterior_predictive(self, *args, seed=0, **kwargs):
+  def posterior_predictive(self, *args, seed=None, **kwargs):
     """Posterior predictive draws, at the data or at new program arguments:
-    ``ed.predictive(program, self, *args, seed=seed, **kwargs)``.
+    ``ed.posterior_predictive(program, self, *args, seed=seed, **kwargs)``;
+    without ``seed``, the run's seed.
 
     Returns:
       dict name -> NumPy ``[draws, chains, *shape]`` for every random
       variable that is not a latent (observed ones redrawn) and every
       ``ed.Deterministic``.
     """
-    return predictive(self.target.program, self, *args, seed=seed, **kwargs)
+    return simulate_predictive(self.target.program, self, *args,
+                               seed=self.seed if seed is None else seed, **kwargs)
 
   def log_likelihood(self):
     """Pointwise log-likelihood ``log p(y_i | x)`` at every kept draw: dict
@@ -323,26 +329,28 @@ class MCMCResult:
 
   # -- export -------------------------------------------------------------------
 
-  def to_arviz(self, log_likelihood=True, posterior_predictive=True, prior=None, seed=0):
+  def to_arviz(self, log_likelihood=True, posterior_predictive=True, prior=None, seed=None):
     """The installed ArviZ's data (an ``arviz.InferenceData`` under ArviZ
     0.2x, an ``xarray.DataTree`` under 1.x) with ``posterior`` (latents and
     ``ed.Deterministic`` values), ``sample_stats``, ``log_likelihood``,
     ``posterior_predictive`` and ``observed_data`` groups, and ``prior`` /
     ``prior_predictive`` of ``prior`` draws when ``prior`` is an int, so
     ``az.summary``, ``az.loo``, ``az.compare`` and ArviZ's plots work.
+    ``seed`` (default: the run's) seeds the predictive and prior draws.
     Needs the optional extra: ``pip install 'edward_lite[arviz]'``."""
     from edward_lite.analysis.arviz_export import to_inference_data  # pylint: disable=g-import-not-at-top
     if self.draws is None:
       raise ValueError("to_arviz() needs the draws: sample with keep_draws=True.")
     swap = lambda x: np.swapaxes(x, 0, 1)  # ArviZ wants [chain, draw, ...]  # pylint: disable=unnecessary-lambda-assignment
-    names = {"accept_prob": "acceptance_rate", "n_grads": "n_steps", "energy": "energy",
+    names = {"accept_prob": "acceptance_rate", "num_gradients": "n_steps", "energy": "energy",
              "diverging": "diverging", "tree_depth": "tree_depth", "log_prob": "lp"}
     return to_inference_data(
         self.target, {k: swap(v) for k, v in self.draws.items()},
         sample_stats={names[k]: swap(v) for k, v in self.sample_stats.items()},
         log_likelihood=log_likelihood and {k: swap(v) for k, v in
                                            self.log_likelihood().items()},
-        posterior_predictive=posterior_predictive, prior=prior, seed=seed)
+        posterior_predictive=posterior_predictive, prior=prior,
+        seed=self.seed if seed is None else seed)
 
   def save(self, path):
     """Writes the result to ``path`` (one ``.npz``: arrays and a JSON header,
@@ -355,6 +363,14 @@ class MCMCResult:
     return (f"<ed.mcmc.MCMCResult {self.kernel.name} chains={self.chains} "
             f"warmup={self.warmup} draws={self.num_draws} ({kept}) "
             f"latents={list(self.target.names)}>")
+
+
+def named_statistics(stats):
+  """The kernel's per-transition statistics under their public names
+  (``n_grads`` -> ``num_gradients``; the old key still read, with a
+  ``DeprecationWarning``)."""
+  return RenamedKeys({("num_gradients" if k == "n_grads" else k): v for k, v in stats.items()},
+                     renamed={"n_grads": "num_gradients"})
 
 
 def fold_totals(totals, chunk, in_warmup):

@@ -33,9 +33,11 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import distribute
+from edward_lite.distribute.sharding import PARALLEL_MODES
+from edward_lite.distribute.strategies import resolve
 from edward_lite.checks import arguments
 from edward_lite.runtime import seeds
+from edward_lite.runtime.deprecation import RenamedKeys
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.model.init_values import describe_init
@@ -123,7 +125,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     callback: optional ``callback(info)`` called on the host after every
       chunk (after its checkpoint) with a dict: ``step``, ``total``,
       ``warmup`` (bool), ``step_size``, ``divergences`` (in the chunk),
-      ``gradients`` (per chain, in the chunk).
+      ``num_gradients`` (per chain, in the chunk; ``"gradients"``, the key
+      in 0.1, still reads it, with a warning).
     strategy: a ``tf.distribute.Strategy`` (or a name for
       ``ed.distribute.strategy``) to spread the log-density evaluations over
       its replicas; the sampler's own arithmetic stays one program on the
@@ -161,7 +164,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     raise ValueError(f"adaptive_warmup must be True or False; got {adaptive_warmup!r}.")
   kernel = get_kernel(kernel)
   pooling = _pooling(pooled, kernel)
-  if parallel not in ("data", "chains", "chain_groups"):
+  if parallel not in PARALLEL_MODES:
     raise ValueError(f"parallel must be 'data', 'chains' or 'chain_groups'; got {parallel!r}.")
   groups = None
   if parallel == "chain_groups":
@@ -307,9 +310,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
         # The first call's time is its compile and its run.
         timing=("compile_s",) * first_call + ("warmup_s" if in_warmup else "sampling_s",),
         postfix=_postfix(out, totals, in_warmup, step_size, n),
-        info=dict(step=end, total=run_schedule[-1].end, warmup=in_warmup, step_size=step_size,
-                  divergences=int(np.sum(out["totals"]["diverging"])),
-                  gradients=out["totals"]["n_grads"]))
+        info=RenamedKeys(step=end, total=run_schedule[-1].end, warmup=in_warmup,
+                         step_size=step_size,
+                         divergences=int(np.sum(out["totals"]["diverging"])),
+                         num_gradients=out["totals"]["n_grads"],
+                         renamed={"gradients": "num_gradients"}))
 
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   run_chunks(run_chunk, step, run_schedule[-1].end, timings, progress=progress,
@@ -317,7 +322,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
   return MCMCResult.build(base_target, kernel, kept, totals, state, chains=chains,
                           warmup=schedule.warmup_length(run_schedule), draws=draws, thin=thin,
-                          keep_draws=keep_draws, timings=timings)
+                          keep_draws=keep_draws, timings=timings, seed=seed)
 
 
 def _pooling(pooled, kernel):
@@ -338,7 +343,7 @@ def _pooling(pooled, kernel):
 
 def _chain_groups(strategy, chains, pooled):
   """Checked ``ChainGroups`` over the devices of ``strategy``."""
-  resolved = distribute.resolve(strategy, "chains")
+  resolved = resolve(strategy, "chains")
   if resolved is None:
     raise ValueError("parallel='chain_groups' needs a strategy with the devices to use, "
                      "e.g. strategy='mirrored' or ed.distribute.strategy('mirrored', "

@@ -5,7 +5,7 @@
 import numpy as np
 
 from edward_lite.mcmc.kernels import KERNELS
-from edward_lite.mcmc.results import MCMCResult
+from edward_lite.mcmc.results import MCMCResult, named_statistics
 from edward_lite.model.target import make_target
 from edward_lite.runtime import persistence
 
@@ -35,7 +35,7 @@ def contents(result):
   header = dict(
       chains=result.chains, warmup=result.warmup,
       num_draws=result.num_draws, thin=result.thin, keep_draws=result.keep_draws,
-      draw_count=int(result.draw_count), timings=result.timings,
+      draw_count=int(result.draw_count), timings=result.timings, seed=result.seed,
       draws_present=result.draws is not None,
       kernel={"name": kernel.name, "settings": {
           k: v for k, v in vars(kernel).items()
@@ -64,9 +64,9 @@ def read(path, header, arrays, model, args, kwargs):
       warmup=header["warmup"], num_draws=header["num_draws"], thin=header["thin"],
       keep_draws=header["keep_draws"],
       draws=group("draws/") if header["draws_present"] else None,
-      sample_stats=group("sample_stats/"), mean=group("mean/"), variance=group("variance/"),
+      sample_stats=named_statistics(group("sample_stats/")), mean=group("mean/"), variance=group("variance/"),
       streamed=streamed, draw_count=header["draw_count"], timings=header["timings"],
-      **fields)
+      seed=header.get("seed", 0), **fields)
 
 
 def _kernel(kernels, saved):

@@ -24,7 +24,7 @@ variables (every flat family, or a variational program's variables), and
 the observed data.  ``ed.load("vi.npz")`` answers what the saved arrays can
 (``elbo``, ``params``, ``raw_params``); ``ed.load("vi.npz", model, *args)``
 rebuilds the surrogate, so ``sample``, ``summary``, ``to_arviz`` and the
-rest work and ``sample(n, seed=s)`` repeats the original fit's draws.  A
+rest work and ``sample(draws, seed=s)`` repeats the original fit's draws.  A
 variational program is not saved (it is code): pass it as
 ``ed.load(path, model, *args, family=program)`` (with ``program_args`` /
 ``program_kwargs`` as for the fit); its variables are assigned the saved

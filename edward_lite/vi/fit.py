@@ -28,7 +28,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from edward_lite import distribute
+from edward_lite.distribute.strategies import resolve
 from edward_lite.checks import arguments
 from edward_lite.language import tracing
 from edward_lite.runtime import fingerprints, seeds
@@ -153,7 +153,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                     f"{type(program_kwargs).__name__}.")
   if tol is not None:
     arguments.check_positive("tol", tol, "a positive number or None")
-  strategy = distribute.resolve(strategy, parallel)
+  strategy = resolve(strategy, parallel)
   if strategy is not None:
     replicas = strategy.num_replicas_in_sync
     if parallel == "data" and batch_size is not None and batch_size % replicas:

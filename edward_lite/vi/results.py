@@ -10,7 +10,8 @@ import tensorflow as tf
 from edward_lite.checks import arguments
 from edward_lite.analysis import psis
 from edward_lite.runtime import console, persistence, seeds
-from edward_lite.analysis.predictive import predictive
+from edward_lite.runtime.deprecation import renamed_keywords
+from edward_lite.analysis.predictive import posterior_predictive
 from edward_lite.analysis.summary import Summary, present, select_names, show
 from edward_lite.vi.families import FullRank, MeanField
 
@@ -97,7 +98,7 @@ class VIResult:
     lower-triangular ``L[D, D]`` of the covariance over the flat
     unconstrained vector, latents in program order, each flattened row-major
     (the key gets a leading underscore if a latent is called
-    ``scale_tril``).  For constrained draws use ``fit.sample(n)``.
+    ``scale_tril``).  For constrained draws use ``fit.sample(draws)``.
 
     Flows (RealNVP, MAF, IAF) and variational programs: the raw variables,
     as ``raw_params`` (a flow's location and scale act on the output of its
@@ -134,7 +135,7 @@ class VIResult:
     """``n`` draws (constrained dict) and their log weights (or log q); the
     ``call``-th unseeded call gets its own stream."""
     self._check_surrogate()
-    n = arguments.check_integer("n", n, 1)
+    n = arguments.check_integer("draws", n, 1)
     base = tf.constant(seeds.seed_pair(self._seed if seed is None else seed), tf.int32)
     stream = seeds.stream(base, "vi_weighted_draws" if weights else "vi_draws")
     if call:
@@ -151,15 +152,16 @@ class VIResult:
     draws = {name: np.concatenate(v)[:n] for name, v in parts.items()}
     return draws, np.concatenate(log_w)[:n].astype(np.float64)
 
-  def sample(self, n=1000, seed=None):
-    """``n`` draws from the surrogate: dict name -> NumPy ``[n, *shape]``
-    (constrained).  Without ``seed`` every call gives fresh draws (the
-    sequence of calls is reproducible from the fit's seed); with one, the
-    same draws each time."""
+  @renamed_keywords(n="draws")
+  def sample(self, draws=1000, seed=None):
+    """``draws`` draws from the surrogate: dict name -> NumPy ``[draws,
+    *shape]`` (constrained).  Without ``seed`` every call gives fresh draws
+    (the sequence of calls is reproducible from the fit's seed); with one,
+    the same draws each time."""
     call = 0
     if seed is None:
       call, self._calls = self._calls, self._calls + 1
-    return self._draw(n, seed, weights=False, call=call)[0]
+    return self._draw(draws, seed, weights=False, call=call)[0]
 
   def log_prob(self, values):
     """Log density of the surrogate at constrained values (dict name ->
@@ -202,17 +204,22 @@ class VIResult:
     """Importance-sampling effective sample size of the smoothed weights."""
     return self._ensure_importance().ess
 
-  def resample(self, n=1000, draws=None, seed=None):
-    """Importance resampling: ``n`` draws, with replacement, from the
+  @renamed_keywords(n="draws", draws="proposals")
+  def resample(self, draws=1000, proposals=None, seed=None):
+    """Importance resampling: ``draws`` draws, with replacement, from the
     surrogate draws weighted by their PSIS-smoothed weights -- approximately
-    posterior draws when ``k_hat`` is small.  ``draws`` surrogate draws are
-    made first (default: reuse the last ``importance()``, else 4000).
+    posterior draws when ``k_hat`` is small.  ``proposals`` surrogate draws
+    are made first (default: reuse the last ``importance()``, else 4000).
+
+    (In 0.1 the count was ``n=`` and the proposals ``draws=``; a call
+    with ``n=`` is still read that way, with a ``DeprecationWarning``.)
 
     Returns:
-      dict name -> NumPy ``[n, *shape]``.
+      dict name -> NumPy ``[draws, *shape]``.
     """
-    n = arguments.check_integer("n", n, 1)
-    sample = self.importance(draws, seed) if draws is not None else self._ensure_importance()
+    n = arguments.check_integer("draws", draws, 1)
+    sample = (self.importance(proposals, seed) if proposals is not None
+              else self._ensure_importance())
     self._warn_khat(sample)
     rng = np.random.default_rng(self._seed if seed is None else seed)
     weights = np.exp(sample.smoothed_log_weights - np.max(sample.smoothed_log_weights))
@@ -241,7 +248,7 @@ class VIResult:
     threshold = psis.khat_threshold(len(sample.log_weights))
     if not sample.k_hat < threshold:
       warnings.warn(psis.khat_message(sample.k_hat, len(sample.log_weights)), RuntimeWarning,
-                    stacklevel=3)
+                    stacklevel=4)  # the user's resample() call (through its keyword wrapper)
 
   # -- summary and export -------------------------------------------------------------
 
@@ -289,38 +296,41 @@ class VIResult:
               f"of {s}")
     return Summary(rows, notes, columns=VI_COLUMNS, round_to=round_to), header
 
-  def flat_draws(self, count=None, seed=None):
-    """``count`` (default 1000) fresh surrogate draws ``name -> [count,
-    *shape]`` of the latents and their leading shape ``(count,)``."""
-    n = arguments.check_integer("draws", 1000 if count is None else count, 1)
+  def flat_draws(self, draws=None, seed=None):
+    """``draws`` (default 1000) fresh surrogate draws ``name -> [draws,
+    *shape]`` of the latents and their leading shape ``(draws,)``."""
+    n = arguments.check_integer("draws", 1000 if draws is None else draws, 1)
     sample = self.sample(n, seed=seed)
     return {k: sample[k] for k in self.target.names}, (n,)
 
   def posterior_predictive(self, *args, draws=1000, seed=None, **kwargs):
     """Posterior predictive draws from ``draws`` surrogate draws, at the data
-    or at new program arguments: ``ed.predictive(program, self, *args,
-    draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``."""
+    or at new program arguments: ``ed.posterior_predictive(program, self,
+    *args, draws=draws, **kwargs)``; dict name -> NumPy ``[draws, ...]``.
+    Without ``seed``, the simulation's seed is the fit's."""
     self._check_surrogate()
-    return predictive(self.target.program, self, *args, draws=draws,
+    return posterior_predictive(self.target.program, self, *args, draws=draws,
                       seed=self._seed if seed is None else seed, **kwargs)
 
-  def to_arviz(self, n=1000, resample=True, seed=None, log_likelihood=True,
+  @renamed_keywords(n="draws")
+  def to_arviz(self, draws=1000, resample=True, seed=None, log_likelihood=True,
                posterior_predictive=True, prior=None):
     """The installed ArviZ's data (``arviz.InferenceData`` or, under ArviZ
-    1.x, ``xarray.DataTree``) whose ``posterior`` group holds ``n`` draws
+    1.x, ``xarray.DataTree``) whose ``posterior`` group holds ``draws`` draws
     (one chain): importance-resampled (``resample=True``) or straight from
     the surrogate (then ``sample_stats.log_weight`` holds the raw log
     importance weights); with ``log_likelihood``, ``posterior_predictive``,
     ``observed_data`` and (``prior`` an int) ``prior`` groups as
-    ``MCMCResult.to_arviz``.  Needs ``pip install 'edward_lite[arviz]'``."""
+    ``MCMCResult.to_arviz``.  Without ``seed``, the fit's seed.  Needs
+    ``pip install 'edward_lite[arviz]'``."""
     from edward_lite.analysis.arviz_export import to_inference_data  # pylint: disable=g-import-not-at-top
     seed = self._seed if seed is None else seed
     if resample:
-      draws, stats = self.resample(n, seed=seed), None
+      values, stats = self.resample(draws, seed=seed), None
     else:
-      sample = self.importance(n, seed)
-      draws, stats = sample.draws, {"log_weight": sample.log_weights[None]}
-    return to_inference_data(self.target, {k: v[None] for k, v in draws.items()},
+      sample = self.importance(draws, seed)
+      values, stats = sample.draws, {"log_weight": sample.log_weights[None]}
+    return to_inference_data(self.target, {k: v[None] for k, v in values.items()},
                              sample_stats=stats, log_likelihood=log_likelihood,
                              posterior_predictive=posterior_predictive, prior=prior,
                              seed=seed)

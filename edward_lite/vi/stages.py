@@ -17,7 +17,7 @@ from typing import Any, NamedTuple, Optional
 import numpy as np
 import tensorflow as tf
 
-from edward_lite import distribute
+from edward_lite.distribute.sharding import ShardedTarget
 from edward_lite.runtime import console
 from edward_lite.runtime.checkpoint import CheckpointMismatchError
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
@@ -138,7 +138,7 @@ def run_stage(stage, problem, start=0, trace=None):
   # The model's log density of each step: on this device, or spread over the
   # replicas of a strategy (strategy.run cannot sit inside XLA; each
   # replica's part is compiled instead).
-  step_target = target if strategy is None else distribute.ShardedTarget(
+  step_target = target if strategy is None else ShardedTarget(
       target, strategy, problem.parallel, model=problem.model,
       jit_compile=problem.jit_compile, place_shards=batches is None)
   compiled = (batches is None or batches.compiled) and strategy is None
