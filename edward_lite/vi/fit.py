@@ -92,7 +92,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
       location maximizing the ELBO of the starting surrogate at a fixed
       scale, by L-BFGS from a ``"uniform"`` point, ``vi/start.py``; Adam
       alone moves each parameter by about its learning rate per step, so
-      from near 0 it cannot reach a mean of 243 in 5,000 steps),
+      from near 0 it cannot reach a mean of 243 in 5,000 steps; with
+      ``dataset``, whose full data is not at hand, ``"uniform"``),
       ``"uniform"`` (uniform in ``(-init_radius, init_radius)`` on the
       unconstrained space, as Stan), ``"prior"`` (median of prior draws), or
       a dict of constrained values (those it does not name start uniform).
@@ -184,6 +185,8 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   warm_start = arguments.check_integer("warm_start", warm_start, 0)
   optimizer = _optimizer(optimizer, learning_rate,
                          0.01 if program else fam.default_learning_rate, steps)
+  if isinstance(init, str) and init == "auto" and dataset is not None:
+    init = "uniform"  # the full data is not at hand for the search
   init_loc = None if program else _initial_loc(target, init, init_radius, seed_t, fam)
   check_finite_start(target, init_loc, init_radius, seed_t)
 
