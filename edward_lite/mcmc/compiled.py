@@ -58,6 +58,11 @@ class Program:
     return program
 
   def __init__(self, target, kernel, fingerprint, jit_compile=True):
+    if not target.names and getattr(target, "enumerated_names", ()):
+      raise ValueError(f"The program's only latent variables {list(target.enumerated_names)} "
+                       "are discrete and summed out exactly, so there is nothing to sample; "
+                       "give the model a continuous latent, or compute their posterior by "
+                       "enumeration directly.")
     if not target.names:
       raise ValueError("The program has no latent variables: every random variable is "
                        "observed or fixed, so there is nothing to sample.")

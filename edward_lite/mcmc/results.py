@@ -4,12 +4,13 @@ import dataclasses
 from typing import Any, Dict, Optional
 
 import numpy as np
+import tensorflow as tf
 
 from edward_lite.analysis import diagnostics
 from edward_lite.analysis.predictive import posterior_predictive as simulate_predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 from edward_lite.mcmc import base, metric, streaming
-from edward_lite.runtime import persistence
+from edward_lite.runtime import persistence, seeds
 from edward_lite.runtime.deprecation import RenamedKeys
 
 # Stuck or apart chains named one by one in the summary, up to this many.
@@ -88,7 +89,7 @@ class MCMCResult:
     result = cls(
         target=target, kernel=kernel, chains=chains, warmup=warmup, num_draws=draws,
         thin=thin, keep_draws=keep_draws,
-        draws=_with_deterministic(target, target.split_constrained(flat))
+        draws=_with_deterministic(target, target.split_constrained(flat), seed)
         if flat is not None else None,
         sample_stats=named_statistics(
             {k: v for k, v in stats.items() if v is not None} if keep_draws else {}),
@@ -386,12 +387,14 @@ def fold_totals(totals, chunk, in_warmup):
   return totals
 
 
-def _with_deterministic(target, draws):
+def _with_deterministic(target, draws, seed=0):
   """Latent draws ``[draws, chains, *shape]`` and the ``ed.Deterministic``
-  values computed from them."""
+  values computed from them (and the summed-out discrete latents, drawn
+  from the run's ``seed``)."""
   if not target.deterministic_names:
     return draws
   lead = next(iter(draws.values())).shape[:2]
   flat = {n: v.reshape((-1,) + v.shape[2:]) for n, v in draws.items()}
-  values = target.deterministic(flat)
+  values = target.deterministic(flat, seeds.stream(
+      tf.constant(seeds.seed_pair(seed), tf.int32), "enumerated_draws"))
   return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}

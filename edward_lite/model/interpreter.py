@@ -57,13 +57,18 @@ class RunResult(NamedTuple):
   variables: Dict[str, object]
 
 
-def run(target, values, mode=Mode.UNCONSTRAINED):
+def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=False):
   """Runs ``target``'s program once at latent ``values`` (name -> Tensor).
 
   ``target`` gives ``structure``, ``model_data`` and ``call_program``.
-  Raises ValueError if the run's random variables differ from the traced
-  structure (stochastic control flow, a repeated name).
+  ``enumerated``: values of the discrete latents summed out
+  (``enumeration.py``), each its support's first value when not given.
+  ``elementwise``: keep each random variable's term unreduced
+  (``log_prob`` is then None).  Raises ValueError if the run's random
+  variables differ from the traced structure (stochastic control flow, a
+  repeated name).
   """
+  enumerated = enumerated or {}
   structure, data = target.structure, target.model_data
   constrained, unconstrained, named_terms, variables = {}, {}, {}, {}
 
@@ -91,9 +96,12 @@ def run(target, values, mode=Mode.UNCONSTRAINED):
       kwargs["value"] = data.observed[name]
     elif role == "latent":
       kwargs["value"] = DeferredValue(lambda dist: set_latent(name, dist))
+    elif role == "enumerated":
+      kwargs["value"] = enumerated.get(name, structure.enumerated[name].first)
     rv = variables[name] = fn(*args, **kwargs)
     if role != "deterministic":
-      named_terms[name] = _scaled(tf.reduce_sum(log_prob_term(rv.distribution, rv.value)),
+      term = log_prob_term(rv.distribution, rv.value)
+      named_terms[name] = _scaled(term if elementwise else tf.reduce_sum(term),
                                   data.scale_of(role == "observed"))
     return rv
 
@@ -103,8 +111,8 @@ def run(target, values, mode=Mode.UNCONSTRAINED):
   if missing:
     raise ValueError(f"Latent random variable(s) {missing} did not appear in "
                      "this run of the program (stochastic control flow).")
-  return RunResult(tf.add_n(list(named_terms.values())), named_terms, constrained,
-                   unconstrained, variables)
+  log_prob = None if elementwise else tf.add_n(list(named_terms.values()))
+  return RunResult(log_prob, named_terms, constrained, unconstrained, variables)
 
 
 def pointwise(target, values):

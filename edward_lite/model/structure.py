@@ -9,7 +9,9 @@ prior draws) and sorts its named random variables into
   against the distribution's support once);
 * *fixed* -- given a ``value=`` inside the program (``ed.condition``);
 * *deterministic* -- ``ed.Deterministic``: a recorded function of the
-  latents, not a term of the log density.
+  latents, not a term of the log density;
+* *enumerated* -- discrete latents with finite support, summed out of the
+  log density (``enumeration.py``).
 
 Every input check that needs the program (unknown observed names, a
 structure that changes between runs, discrete latents, a dtype conflict, a
@@ -25,6 +27,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.language import terms
+from edward_lite.model import enumeration
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.checks.control_flow import check_python_control_flow
 from edward_lite.model.data import ModelData, call_program, check_finite, prepare_arguments
@@ -62,13 +65,16 @@ class Structure:
   latents: Dict[str, LatentInfo]
   fixed: Dict[str, Any]
   deterministic: Dict[str, tf.TensorShape]
+  enumerated: Dict[str, "enumeration.EnumeratedInfo"] = dataclasses.field(default_factory=dict)
 
   def role(self, name, observed):
-    """``"latent"``, ``"observed"``, ``"fixed"``, ``"deterministic"`` or None."""
+    """``"latent"``, ``"observed"``, ``"fixed"``, ``"deterministic"``,
+    ``"enumerated"`` or None."""
     if name in observed:
       return "observed"
     for role, names in (("latent", self.latents), ("fixed", self.fixed),
-                        ("deterministic", self.deterministic)):
+                        ("deterministic", self.deterministic),
+                        ("enumerated", self.enumerated)):
       if name in names:
         return role
     return None
@@ -125,6 +131,7 @@ def trace_model(program, args, kwargs, observed, structure_checks, float_dtype):
 
   observed_values, fixed = {}, {}
   deterministic, latents = collections.OrderedDict(), collections.OrderedDict()
+  enumerated = collections.OrderedDict()
   for name, (rv, is_fixed) in found.items():
     if name in data.observed:
       observed_values[name] = rv.value  # converted and checked once
@@ -134,10 +141,19 @@ def trace_model(program, args, kwargs, observed, structure_checks, float_dtype):
       fixed[name] = rv.value
     elif isinstance(rv.distribution, DETERMINISTIC):
       deterministic[name] = rv.value.shape
+    elif _finite_support(rv) is not None:
+      enumerated[name] = enumeration.info(name, rv, _finite_support(rv))
     else:
       latents[name] = _latent_info(name, rv)
   data = data.replace(observed={n: observed_values[n] for n in data.observed})
-  return data, Structure(latents, fixed, deterministic)
+  return data, Structure(latents, fixed, deterministic, enumerated)
+
+
+def _finite_support(rv):
+  """The support of a discrete latent that can be summed out, else None."""
+  if rv.dtype.is_floating and support_bijector(rv.distribution) is not None:
+    return None
+  return enumeration.support_values(rv.distribution)
 
 
 def require_name(fn, kwargs):
@@ -258,8 +274,10 @@ def _latent_info(name, rv):
     raise ValueError(
         f"Latent random variable '{name}' ({kind}, dtype {dist.dtype.name}) has "
         "discrete support (or a support TFP gives no bijector for); gradient-based "
-        "inference needs continuous latents: observe it or marginalize it out (for "
-        "example with ed.Mixture or ed.MixtureSameFamily).")
+        "inference needs continuous latents, and only finite supports (Bernoulli, "
+        "Categorical, OneHotCategorical, Binomial, FiniteDiscrete) are summed out "
+        "automatically: observe it or marginalize it out (for example with ed.Mixture "
+        "or ed.MixtureSameFamily).")
   shape = rv.value.shape
   if not shape.is_fully_defined():
     raise ValueError(f"Latent random variable '{name}' has a shape not known "

@@ -31,12 +31,14 @@ All input checks happen in ``make_target``, before any compiled work.
 
 import copy
 import inspect
+
+import numpy as np
 from typing import Protocol, runtime_checkable
 
 import tensorflow as tf
 
 from edward_lite.language import dtypes
-from edward_lite.model import per_chain_gradient, simulation
+from edward_lite.model import enumeration, per_chain_gradient, simulation
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.model.interpreter import Mode, log_prob_term, pointwise, run
 from edward_lite.model.layout import Layout
@@ -123,6 +125,7 @@ class Target:
                                               structure_checks, self._float)
     self._layout = Layout(self._structure.latents)
     self._loops = None  # (has loops, has unbounded loops), found on first use
+    self._plan = self._enumeration_plan() if self._structure.enumerated else None
 
   # -- the pieces -------------------------------------------------------------
 
@@ -165,8 +168,20 @@ class Target:
 
   @property
   def deterministic_names(self):
-    """Names of the ``ed.Deterministic`` variables, in program order."""
-    return tuple(self._structure.deterministic)
+    """Names of the values computed from the latents' draws, kept with
+    them: the ``ed.Deterministic`` variables, then the discrete latents
+    summed out of the log density (drawn from their conditional)."""
+    return tuple(self._structure.deterministic) + self.enumerated_names
+
+  @property
+  def enumerated_names(self):
+    """Discrete latents summed out of the log density (``enumeration.py``)."""
+    return tuple(self._structure.enumerated)
+
+  @property
+  def enumeration(self):
+    """The ``enumeration.Plan`` of the summed-out latents (None without)."""
+    return self._plan
 
   @property
   def latents(self):
@@ -207,8 +222,9 @@ class Target:
   def __repr__(self):
     parts = ", ".join(f"{n}: {i.distribution}{i.shape.as_list()}"
                       for n, i in self._structure.latents.items())
+    summed = (f" summed out: {enumeration.describe(self._plan)}" if self._plan else "")
     return (f"<ed.Target latents=({parts}) observed={list(self._data.observed)} "
-            f"dim={self.dim}>")
+            f"dim={self.dim}{summed}>")
 
   @property
   def has_loops(self):
@@ -218,11 +234,13 @@ class Target:
     if self._loops is None:
       spec = {n: tf.TensorSpec(i.unconstrained_shape, i.dtype)
               for n, i in self._structure.latents.items()}
-      graph = tf.function(self.density_fn(), autograph=False).get_concrete_function(spec).graph
+      plain = lambda values: run(self, values).log_prob  # enumerated latents at one value
+      graph = tf.function(plain, autograph=False).get_concrete_function(spec).graph
       graph_def = graph.as_graph_def()
       ops = {n.op for n in graph_def.node}
       ops.update(n.op for f in graph_def.library.function for n in f.node_def)
-      self._loops = (bool(ops & {"While", "StatelessWhile"}), any(
+      summed_in_loop = self._plan is not None and self._plan.loops
+      self._loops = (bool(ops & {"While", "StatelessWhile"}) or summed_in_loop, any(
           op.type in ("While", "StatelessWhile") and _is_minus_one(op.inputs[1])
           for op in graph.get_operations()))
     return self._loops[0]
@@ -242,13 +260,48 @@ class Target:
 
   def density_fn(self, mode=Mode.UNCONSTRAINED):
     """One chain's log density, ``values -> scalar``: ``log_prob``'s
-    (unconstrained) or ``log_joint``'s (constrained)."""
-    return lambda values: run(self, values, mode).log_prob
+    (unconstrained) or ``log_joint``'s (constrained); enumerated latents
+    summed out."""
+    if self._plan is None:
+      return lambda values: run(self, values, mode).log_prob
+    return lambda values: enumeration.log_density(self._terms_fn(values, mode), self._plan)
+
+  def _terms_fn(self, values, mode):
+    """``enumerated values -> elementwise terms`` at one chain's ``values``."""
+    return lambda enumerated: run(self, values, mode, enumerated, elementwise=True).terms
 
   def pointwise(self, values):
     """One chain's ``(log-likelihood dict, deterministic dict)`` at
-    constrained ``values`` (``interpreter.pointwise``)."""
-    return pointwise(self, values)
+    constrained ``values`` (``interpreter.pointwise``); with enumerated
+    latents, the log-likelihood sums them out and ``values`` must hold
+    their draws for the deterministic values."""
+    log_lik, deterministic = pointwise(self, values)
+    if self._plan is not None:
+      log_lik = enumeration.pointwise_log_likelihood(
+          self._terms_fn({n: values[n] for n in self.names}, Mode.CONSTRAINED), self._plan,
+          self._data.observed)
+    return log_lik, deterministic
+
+  def derived(self, values, seed):
+    """One draw's summed-out latents, drawn from ``p(z | x, y)`` with
+    stateless ``seed``, and ``ed.Deterministic`` values at constrained latent
+    ``values``: name -> value (``deterministic_names``)."""
+    values = {n: values[n] for n in self.names}
+    if self._plan is not None:
+      values.update(enumeration.draw(self._terms_fn(values, Mode.CONSTRAINED), self._plan,
+                                     seed))
+    out = pointwise(self, values)[1] if self._structure.deterministic else {}
+    out.update({n: values[n] for n in self.enumerated_names})
+    return out
+
+  def _enumeration_plan(self):
+    """Groups of the summed-out latents, from eager runs at a random point."""
+    rng = np.random.default_rng(0)
+    point = {n: tf.constant(rng.normal(size=i.unconstrained_shape.as_list()), i.dtype)
+             for n, i in self._structure.latents.items()}
+    terms_fn = self._terms_fn(point, Mode.UNCONSTRAINED)
+    names = list(run(self, point).terms)
+    return enumeration.plan(self._structure.enumerated, terms_fn, names)
 
   def simulate(self, values, seed):
     """Runs the program once with ``values`` (constrained, unbatched) for the
@@ -363,15 +416,22 @@ class Target:
       computed in one compiled pass (``simulation.map_draws``).
     """
     values = {n: values[n] for n in self.names}
-    return simulation.map_draws(lambda v: pointwise(self, v)[0], values)
+    if self._plan is None:
+      return simulation.map_draws(lambda v: pointwise(self, v)[0], values)
+    return simulation.map_draws(lambda v: enumeration.pointwise_log_likelihood(
+        self._terms_fn(v, Mode.CONSTRAINED), self._plan, self._data.observed),
+                                values)
 
-  def deterministic(self, values):
-    """The ``ed.Deterministic`` variables at draws: dict ``name -> NumPy
-    [S, *shape]`` from latent draws ``name -> [S, *shape]`` (constrained)."""
-    if not self._structure.deterministic:
+  def deterministic(self, values, seed=0):
+    """The ``deterministic_names`` at draws: dict ``name -> NumPy [S, *shape]``
+    from latent draws ``name -> [S, *shape]`` (constrained); ``seed`` draws
+    the summed-out latents (``derived``)."""
+    if not self.deterministic_names:
       return {}
     values = {n: values[n] for n in self.names}
-    return simulation.map_draws(lambda v: pointwise(self, v)[1], values)
+    if self._plan is None:
+      return simulation.map_draws(lambda v: pointwise(self, v)[1], values)
+    return simulation.map_draws(self.derived, values, seed=seed)
 
   def sample_prior(self, chains, seed):
     """Prior draws of the latents: dict ``name -> [chains, *shape]`` (constrained).

@@ -26,7 +26,8 @@ STREAMS = dict(
     vi_prior_start=7,         # VI's init="prior": a median of prior draws
     vi_start_draws=13,        # VI's init="auto": the fixed draws of its blurred density
     vi_weighted_draws=0x51,   # a fit's draws with importance weights
-    vi_draws=0x52)            # a fit's draws
+    vi_draws=0x52,            # a fit's draws
+    enumerated_draws=0xE0)    # summed-out discrete latents drawn after a run
 
 
 def stream(seed, name):

@@ -126,7 +126,9 @@ class VIResult:
     state, log_q = self._surrogate.draw(BATCH, seed)
     values = dict(self._surrogate.constrained(self.target, state))  # a program's is ``state``
     if self.target.deterministic_names:
-      values.update(tf.vectorized_map(lambda v: self.target.pointwise(v)[1], values))
+      draw_seeds = tf.random.experimental.stateless_split(
+          seeds.stream(seed, "enumerated_draws"), BATCH)
+      values.update(tf.vectorized_map(lambda a: self.target.derived(*a), (values, draw_seeds)))
     if weights and self._full_log_prob is None:
       return values, self._surrogate.model_log_prob(self.target, state) - log_q, state
     return values, log_q, state

@@ -1,0 +1,183 @@
+"""Discrete latents summed out of the log density (model/enumeration.py).
+
+Each test compares with an answer computed another way: the hand-
+marginalized model's density (ed.MixtureSameFamily, a zero-inflated
+Poisson written out), the assignment probabilities computed in NumPy at
+each draw, and a change point's posterior by exact summation (conjugate
+Gamma-Poisson segments).
+"""
+
+import numpy as np
+import pytest
+import scipy.special as sp
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import edward_lite as ed
+
+tfd = tfp.distributions
+
+MU = np.array([-1.5, 2.0], np.float32)
+
+
+def _mixture_data(n=40, seed=1):
+  rng = np.random.default_rng(seed)
+  z = rng.integers(2, size=n)
+  return (MU[z] + rng.normal(size=n) * 0.9).astype(np.float32)
+
+
+def mixture(n):
+  """Two components at known means; the weight and the scale unknown."""
+  w = ed.Beta(2., 2., name="w")
+  sigma = ed.HalfNormal(2., name="sigma")
+  z = ed.Bernoulli(probs=w, sample_shape=n, name="z")
+  return ed.Normal(tf.gather(MU, z), sigma, name="y")
+
+
+def mixture_marginal(n):
+  w = ed.Beta(2., 2., name="w")
+  sigma = ed.HalfNormal(2., name="sigma")
+  return ed.MixtureSameFamily(tfd.Categorical(probs=tf.stack([1. - w, w])),
+                              tfd.Normal(MU, sigma), sample_shape=n, name="y")
+
+
+def test_the_summed_out_density_is_the_hand_marginalized_one():
+  y = _mixture_data()
+  summed = ed.make_target(mixture, len(y), observed={"y": y})
+  marginal = ed.make_target(mixture_marginal, len(y), observed={"y": y})
+  assert summed.names == marginal.names == ("w", "sigma")
+  assert summed.enumerated_names == ("z",)
+  assert not summed.enumeration.groups[0].joint  # by element: 2 runs, not 2^40
+  u = tf.random.stateless_normal([6, summed.dim], [1, 2])
+  np.testing.assert_allclose(summed.log_prob_flat(u), marginal.log_prob_flat(u), rtol=1e-5)
+  value, grad = summed.value_and_gradient_flat(u)
+  value_m, grad_m = marginal.value_and_gradient_flat(u)
+  np.testing.assert_allclose(grad, grad_m, rtol=1e-4, atol=1e-4)
+  # LOO's pointwise log-likelihood: log p(y_i | w, sigma), z_i summed out.
+  x = {"w": np.full([3], 0.3, np.float32), "sigma": np.array([0.7, 1., 1.5], np.float32)}
+  np.testing.assert_allclose(summed.log_likelihood(x)["y"], marginal.log_likelihood(x)["y"],
+                             rtol=1e-5)
+
+
+def test_assignments_are_drawn_with_their_conditional_probabilities():
+  y = _mixture_data()
+  post = ed.mcmc.sample(mixture, len(y), observed={"y": y}, chains=4, warmup=300, draws=500,
+                        seed=0, progress=False)
+  z = post.draws["z"]
+  assert z.shape == (500, 4, len(y)) and set(np.unique(z)) <= {0, 1}
+  w, sigma = post.draws["w"][..., None], post.draws["sigma"][..., None]
+  # p(z_i = 1 | w, sigma, y) at every draw, computed in NumPy.
+  log1 = np.log(w) - 0.5 * ((y - MU[1]) / sigma) ** 2
+  log0 = np.log1p(-w) - 0.5 * ((y - MU[0]) / sigma) ** 2
+  exact = sp.expit(log1 - log0).mean(axis=(0, 1))
+  se = np.sqrt(exact * (1 - exact) / z[..., 0].size) + 0.01
+  assert np.all(np.abs(z.mean(axis=(0, 1)) - exact) < 5 * se)
+  assert 0.2 < exact.min() or exact.min() < 0.05  # some points are clear-cut
+  summary = post.summary()
+  assert "z[0]" in summary.index and "w" in summary.index
+
+
+def change_point(t_len):
+  tau = ed.Categorical(logits=tf.zeros([t_len]), name="tau")
+  early = ed.Gamma(2., 1., name="early")
+  late = ed.Gamma(2., 1., name="late")
+  rate = tf.where(tf.range(t_len) < tau, early, late)
+  return ed.Poisson(rate, name="y")
+
+
+def _change_point_posterior(y, a=2., b=1.):
+  """p(tau | y) by summation: each segment's rate integrates out in closed form."""
+  t_len = len(y)
+  cum = np.concatenate([[0.], np.cumsum(y)])
+  tau = np.arange(t_len)
+
+  def segment(n, s):
+    return sp.gammaln(a + s) - (a + s) * np.log(b + n)
+
+  log_p = segment(tau, cum[tau]) + segment(t_len - tau, cum[-1] - cum[tau])
+  p = np.exp(log_p - log_p.max())
+  p /= p.sum()
+  early = (a + cum[tau]) / (b + tau)
+  late = (a + cum[-1] - cum[tau]) / (b + t_len - tau)
+  return p, float(p @ early), float(p @ late)
+
+
+def test_a_change_point_matches_its_posterior_by_summation():
+  rng = np.random.default_rng(3)
+  y = np.concatenate([rng.poisson(1.5, 12), rng.poisson(5., 18)]).astype(np.float32)
+  p, early, late = _change_point_posterior(y)
+  target = ed.make_target(change_point, len(y), observed={"y": y})
+  assert target.enumeration.loops  # 30 positions: run in a loop, not unrolled
+  post = ed.mcmc.sample(change_point, len(y), observed={"y": y}, chains=4, warmup=300,
+                        draws=500, seed=0, progress=False)
+  tau = post.draws["tau"].ravel()
+  frequency = np.bincount(tau, minlength=len(y)) / tau.size
+  assert np.abs(frequency - p).max() < 0.05
+  assert abs(tau.mean() - p @ np.arange(len(y))) < 0.5
+  for name, exact in (("early", early), ("late", late)):
+    draws = post.draws[name]
+    assert abs(draws.mean() - exact) < 5 * draws.std() / np.sqrt(tau.size / 10), name
+
+
+def zero_inflated(n):
+  rate = ed.Gamma(2., 0.5, name="rate")
+  inflation = ed.Beta(1., 1., name="inflation")
+  zero = ed.Bernoulli(probs=inflation, sample_shape=n, name="zero")
+  # Selected with tf.where, not multiplied by (1 - zero): a rate of exactly 0
+  # meeting a positive count has an infinite derivative, and 0 * inf is NaN.
+  return ed.Poisson(tf.where(zero == 1, 0., rate), name="y")
+
+
+def zero_inflated_marginal(n):
+  rate = ed.Gamma(2., 0.5, name="rate")
+  inflation = ed.Beta(1., 1., name="inflation")
+  return ed.MixtureSameFamily(tfd.Categorical(probs=tf.stack([inflation, 1. - inflation])),
+                              tfd.Poisson(tf.stack([0., rate])), sample_shape=n, name="y")
+
+
+def test_zero_inflated_poisson_fits_as_the_marginalized_model_under_vi():
+  rng = np.random.default_rng(4)
+  y = np.where(rng.random(50) < 0.3, 0, rng.poisson(3., 50)).astype(np.float32)
+  summed = ed.make_target(zero_inflated, len(y), observed={"y": y})
+  marginal = ed.make_target(zero_inflated_marginal, len(y), observed={"y": y})
+  u = tf.random.stateless_normal([5, summed.dim], [3, 4])
+  np.testing.assert_allclose(summed.log_prob_flat(u), marginal.log_prob_flat(u), rtol=1e-5)
+  fits = [ed.vi.fit(m, len(y), observed={"y": y}, steps=300, seed=0, progress=False)
+          for m in (zero_inflated, zero_inflated_marginal)]
+  for name in ("rate", "inflation"):
+    a, b = (fit.sample(draws=2000, seed=1)[name].mean() for fit in fits)
+    assert abs(a - b) < 0.02 * abs(b), name
+  assert "zero" in fits[0].sample(draws=10, seed=1)
+
+
+def chain_of_switches(n):
+  """Each y_t depends on two neighbouring switches: not local by element."""
+  s = ed.Bernoulli(probs=0.3, sample_shape=n + 1, name="s")
+  level = ed.Normal(0., 1., name="level")
+  sf = tf.cast(s, tf.float32)
+  return ed.Normal(level + sf[1:] + sf[:-1], 0.5, name="y")
+
+
+def test_coupled_switches_are_summed_jointly_or_refused():
+  y = np.array([0.1, 1.2, 2.1, 0.9, 0.2], np.float32)
+  target = ed.make_target(chain_of_switches, len(y), observed={"y": y})
+  group = target.enumeration.groups[0]
+  assert group.joint and group.count == 2 ** 6
+  level = np.array([[0.3]], np.float32)
+  states = np.array(np.meshgrid(*[[0, 1]] * 6, indexing="ij")).reshape(6, -1).T
+  sf = states.astype(np.float64)
+  log_terms = ((states * np.log(0.3) + (1 - states) * np.log(0.7)).sum(1)
+               + tfd.Normal(level[0, 0] + sf[:, 1:] + sf[:, :-1], 0.5).log_prob(y).numpy().sum(1))
+  exact = sp.logsumexp(log_terms) + tfd.Normal(0., 1.).log_prob(0.3).numpy()
+  np.testing.assert_allclose(target.log_prob_flat(level), [exact], rtol=1e-5)
+  y_long = np.zeros(20, np.float32)
+  with pytest.raises(ValueError, match=r"'s' \(Bernoulli, 2 values, shape \[21\]\).*4096"):
+    ed.make_target(chain_of_switches, len(y_long), observed={"y": y_long})
+
+
+def test_a_latent_with_infinite_discrete_support_is_still_refused():
+  def model():
+    k = ed.Poisson(3., name="k")
+    return ed.Normal(tf.cast(k, tf.float32), 1., name="y")
+  with pytest.raises(ValueError, match="'k'.*only finite supports"):
+    ed.make_target(model, observed={"y": 2.})
