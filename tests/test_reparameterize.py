@@ -107,6 +107,9 @@ def test_draws_keep_the_names_and_observed_and_constant_priors_are_left_alone():
   assert target.names == ("mu", "tau", "theta_noncentred")
   assert list(target.deterministic_names) == ["theta"]
   assert program.__name__ == "schools_centred"
+  # fully non-centred, theta_noncentred ~ N(0, 1) is drawn from nothing; y stays data
+  assert ed.model_graph(program, *args, observed=obs).edges == (
+      ("mu", "theta"), ("tau", "theta"), ("theta_noncentred", "theta"), ("theta", "y"))
 
 
 @pytest.mark.parametrize("variables, message", [

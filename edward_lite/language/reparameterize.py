@@ -46,16 +46,18 @@ decouple).  A Tensor parameter counts as possibly computed from latents.
 """
 
 import functools
+import inspect
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.internal import dtype_util
 
-from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language import dtypes
+from edward_lite.language.distributions import CONSTRUCTORS
 from edward_lite.language.tracing import trace, traceable
 
-__all__ = ["reparameterize", "Reparameterized", "is_reparameterized", "NONCENTRED_SUFFIX", "FAMILIES"]
+__all__ = ["reparameterize", "Reparameterized", "NONCENTRED_SUFFIX", "FAMILIES"]
 
 tfd = tfp.distributions
 
@@ -224,7 +226,6 @@ class _NonCentring:
 
 def _parameters(cls, args, kwargs):
   """The distribution's parameters by name, from a constructor call."""
-  import inspect  # pylint: disable=import-outside-toplevel
   given = {k: v for k, v in kwargs.items() if k not in ("sample_shape", "value", "name")}
   bound = inspect.signature(cls.__init__).bind(None, *args, **given)
   params = dict(bound.arguments)
@@ -239,20 +240,24 @@ def _is_number(x):
 
 def _non_centre(fn, cls, name, loc, scale, c, others, sample_shape):
   """Builds ``name + NONCENTRED_SUFFIX`` and returns ``ed.Deterministic(x, name)``."""
-  from edward_lite.language import dtypes  # pylint: disable=import-outside-toplevel
-  from edward_lite.language.distributions import CONSTRUCTORS  # pylint: disable=import-outside-toplevel
   loc, scale = dtypes.cast_parameter(loc), dtypes.cast_parameter(scale)
   dtype = dtype_util.common_dtype([loc, scale],
                                   dtype_hint=dtypes.float_dtype() or tf.float32)
   loc = tf.convert_to_tensor(loc, dtype)
   scale = tf.convert_to_tensor(scale, dtype)
-  c = tf.cast(c, dtype)
+  c_given, c = c, tf.cast(c, dtype)
   if c.shape.rank:  # one c per element: the new latent carries the value's shape
     shape = tf.concat([tf.reshape(tf.cast(sample_shape, tf.int32), [-1]),
                        tf.broadcast_dynamic_shape(tf.shape(loc), tf.shape(scale))], 0)
     shape = tf.broadcast_dynamic_shape(shape, tf.shape(c))
     loc, scale, sample_shape = tf.broadcast_to(loc, shape), tf.broadcast_to(scale, shape), ()
-  new_loc, new_scale = c * loc, tf.pow(scale, c)
+  batch = tf.broadcast_static_shape(loc.shape, scale.shape)
+  if not tf.is_tensor(c_given) and np.ndim(c_given) == 0 and c_given == 0. and (
+      batch.is_fully_defined()):
+    # fully non-centred: F(0, 1), built from no other variable (ed.graph shows no edge)
+    new_loc, new_scale = tf.zeros(batch, dtype), tf.ones(batch, dtype)
+  else:
+    new_loc, new_scale = c * loc, tf.pow(scale, c)
   if FAMILIES[cls] == "log":
     tilde = CONSTRUCTORS["Normal"](new_loc, new_scale, sample_shape=sample_shape,
                                    name=name + NONCENTRED_SUFFIX)
@@ -264,7 +269,3 @@ def _non_centre(fn, cls, name, loc, scale, c, others, sample_shape):
     x = tf.exp(x)
   return CONSTRUCTORS["Deterministic"](x, name=name)
 
-
-def is_reparameterized(program):
-  """Whether ``program`` is the result of ``reparameterize``."""
-  return isinstance(program, Reparameterized)
