@@ -12,8 +12,10 @@ are neither weak nor strong.
 
     python examples/centred_hierarchical.py
 
-Runs in about a minute on a 2-core CPU (three compiled NUTS runs and a VI
-fit).
+Takes about a minute of CPU on a 2-core machine (three compiled NUTS runs
+and a VI fit; 2 min 46 s of wall time with the machine shared).  It prints
+(seed 0): centred 180 divergences and tau's bulk ESS 11; non-centred 0 and
+926; learned centredness 0 and 1576.
 """
 
 import os

@@ -9,7 +9,8 @@ scale, integrated over that scale by a fine quadrature), in float64.
   marginals ``v ~ N(0, 3)``, ``x_i`` with mean 0 and sd ``exp(9 / 4)``.
 * ``schools_centred``: eight schools (the original data), ``mu ~ N(0, 5)``,
   ``tau ~ HalfCauchy(0, 5)``, ``theta[8] ~ N(mu, tau)``, ``y ~ N(theta,
-  sigma)`` (``battery_models.hierarchical_reference``).
+  sigma)`` (``battery_models.hierarchical_reference``); and the same model on
+  well-measured schools (``sigma_j`` 1-3, tau 8: the centred form's regime).
 * ``varying_intercepts``: a hierarchical regression with weak groups,
   ``y_ij ~ N(a_j + beta x_ij, 2)``, ``a_j ~ N(mu, tau)``, ``mu, beta ~ N(0,
   5)``, ``tau ~ HalfNormal(2)``: 8 groups of 4 rows, ``tau`` small, so its
@@ -20,10 +21,12 @@ import numpy as np
 import tensorflow as tf
 
 import edward_lite as ed
-from battery_models import EIGHT_SCHOOLS_SIGMA, EIGHT_SCHOOLS_Y, hierarchical_reference
+from battery_models import (EIGHT_SCHOOLS_SIGMA, EIGHT_SCHOOLS_Y, hierarchical_reference,
+                            informative_schools_data)
 
 __all__ = ["funnel", "FUNNEL_REFERENCE", "schools_centred", "schools_data", "schools_reference",
-           "varying_intercepts", "regression_data", "regression_reference"]
+           "informative_data", "informative_reference", "varying_intercepts", "regression_data",
+           "regression_reference"]
 
 
 def funnel():
@@ -49,6 +52,17 @@ def schools_data():
 def schools_reference():
   """name -> (mean, sd), exact."""
   return hierarchical_reference(EIGHT_SCHOOLS_Y, EIGHT_SCHOOLS_SIGMA)
+
+
+def informative_data():
+  """``((sigma,), {"y": y})``: the battery's well-measured schools, float32."""
+  (sigma,), obs = informative_schools_data()
+  return (sigma.astype(np.float32),), {"y": obs["y"].astype(np.float32)}
+
+
+def informative_reference():
+  (sigma,), obs = informative_schools_data()
+  return hierarchical_reference(obs["y"], sigma)
 
 
 GROUPS, ROWS, NOISE, PRIOR_SD, TAU_SCALE = 8, 4, 2., 5., 2.

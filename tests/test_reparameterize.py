@@ -112,6 +112,18 @@ def test_draws_keep_the_names_and_observed_and_constant_priors_are_left_alone():
       ("mu", "theta"), ("tau", "theta"), ("theta_noncentred", "theta"), ("theta", "y"))
 
 
+@pytest.mark.slow  # ~10 s of VI set-up and end-of-fit checks for a names check
+def test_variational_fit_of_the_transformed_program_keeps_the_names():
+  args, obs = rm.schools_data()
+  with warnings.catch_warnings():  # a short fit: the end-of-fit check may warn
+    warnings.simplefilter("ignore")
+    fit = ed.vi.fit(ed.reparameterize(rm.schools_centred), *args, observed=obs, steps=100,
+                    seed=0, progress=False, init="uniform", warm_start=0, jit_compile=False)
+  draws = fit.sample(200, seed=1)
+  assert sorted(draws) == ["mu", "tau", "theta", "theta_noncentred"]
+  assert draws["theta"].shape == (200, 8)
+
+
 @pytest.mark.parametrize("variables, message", [
     (["thetta"], "ed.reparameterize: 'thetta' is not a random variable of the program"),
     (["tau", "y", "mu", "sigma"], "'sigma' is not a random variable"),
