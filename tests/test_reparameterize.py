@@ -124,6 +124,19 @@ def test_variational_fit_of_the_transformed_program_keeps_the_names():
   assert draws["theta"].shape == (200, 8)
 
 
+def test_the_transformed_program_is_identified_by_content():
+  """Checkpoints and saved results identify a program by its code: the
+  transformation's settings are part of it."""
+  from edward_lite.runtime.fingerprints import fingerprint  # pylint: disable=import-outside-toplevel
+  args, obs = rm.schools_data()
+  codes = [fingerprint(p, args, {}, obs).code for p in (
+      rm.schools_centred, ed.reparameterize(rm.schools_centred),
+      ed.reparameterize(rm.schools_centred, centeredness=0.5),
+      ed.reparameterize(rm.schools_centred, centeredness={"theta": np.full(8, 0.3)}))]
+  assert None not in codes and len(set(codes)) == 4
+  assert fingerprint(ed.reparameterize(rm.schools_centred), args, {}, obs).code == codes[1]
+
+
 @pytest.mark.parametrize("variables, message", [
     (["thetta"], "ed.reparameterize: 'thetta' is not a random variable of the program"),
     (["tau", "y", "mu", "sigma"], "'sigma' is not a random variable"),

@@ -139,6 +139,10 @@ class Reparameterized:
     self.centeredness = centeredness
     self.observed = frozenset(observed)
 
+  def fingerprint_parts(self):
+    """What identifies this program by content (``runtime/fingerprints.py``)."""
+    return (self.program, self.variables, self.centeredness, sorted(self.observed))
+
   def leaving(self, observed):
     """The same transformation, leaving the names ``observed`` alone in every
     run (posterior predictive runs: the fitted data's names)."""
