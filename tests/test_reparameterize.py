@@ -112,7 +112,6 @@ def test_draws_keep_the_names_and_observed_and_constant_priors_are_left_alone():
       ("mu", "theta"), ("tau", "theta"), ("theta_noncentred", "theta"), ("theta", "y"))
 
 
-@pytest.mark.slow  # ~10 s of VI set-up and end-of-fit checks for a names check
 def test_variational_fit_of_the_transformed_program_keeps_the_names():
   args, obs = rm.schools_data()
   with warnings.catch_warnings():  # a short fit: the end-of-fit check may warn
