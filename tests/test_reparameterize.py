@@ -158,6 +158,23 @@ def test_other_families_and_bad_centeredness_are_errors():
   assert ed.make_target(ed.reparameterize(model, centeredness={"b": 1.})).names == ("a", "b")
 
 
+def test_fixed_values_and_nested_transformations():
+  """A value fixed inside the program is data: left alone.  Transforming
+  twice (first theta, then all) non-centres each variable once and still
+  leaves the observed ones alone."""
+  def model():
+    mu = ed.Normal(0., 1., name="mu")
+    tau = ed.HalfNormal(1., name="tau")
+    theta = ed.Normal(mu, tau, sample_shape=3, name="theta")
+    ed.Normal(theta, 1., value=tf.zeros(3), name="z")
+    return ed.Normal(theta, 1., name="y")
+  target = ed.make_target(ed.reparameterize(model), observed={"y": np.ones(3, np.float32)})
+  assert target.names == ("mu", "tau", "theta_noncentred") and "z" in target.fixed
+  twice = ed.reparameterize(ed.reparameterize(model, variables=["theta"]))
+  target = ed.make_target(twice, observed={"y": np.ones(3, np.float32)})
+  assert target.names == ("mu", "tau", "theta_noncentred")
+
+
 # -- the centred models sample at the defaults ---------------------------------------
 
 def test_centred_funnel_without_divergences():

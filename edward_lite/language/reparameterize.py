@@ -42,7 +42,9 @@ library tells the program through ``bind``), variables given ``value=``
 inside the program (``ed.condition`` inside it), those of other families,
 and -- unless named in ``variables=`` -- those whose ``loc`` and ``scale``
 are both Python or NumPy numbers (a prior with fixed parameters: nothing to
-decouple).  A Tensor parameter counts as possibly computed from latents.
+decouple) and those named ``*_noncentred`` (made by this transformation,
+when it is applied twice).  A Tensor parameter counts as possibly computed
+from latents.
 """
 
 import functools
@@ -160,11 +162,13 @@ class Reparameterized:
     """The program to run when the names ``observed`` carry data: a callable
     with ``program``'s arguments.  ``autograph``: run ``program`` converted
     (``graph_program``), as the library does inside a ``tf.function``."""
+    observed = self.observed | frozenset(observed)
     program = self.program
-    if autograph:
+    if isinstance(program, Reparameterized):  # transformed twice: it needs the names too
+      program = program.bind(observed, autograph)
+    elif autograph:
       from edward_lite.model.data import graph_program  # pylint: disable=import-outside-toplevel
       program = graph_program(program)
-    observed = self.observed | frozenset(observed)
 
     def run(*args, **kwargs):
       tracer = _NonCentring(self.variables, self.centeredness, observed)
@@ -188,7 +192,9 @@ class _NonCentring:
     cls = getattr(fn, "distribution_cls", None)
     if name is not None:
       self.seen[name] = getattr(cls, "__name__", getattr(fn, "__name__", "?"))
-    chosen = self.variables is None or name in self.variables
+    # by default every candidate but one this transformation made (applied twice)
+    chosen = (name in self.variables if self.variables is not None else
+              name is not None and not name.endswith(NONCENTRED_SUFFIX))
     if (name is None or not chosen or name in self.observed or
         kwargs.get("value") is not None or cls not in FAMILIES):
       return traceable(fn)(*args, **kwargs)
