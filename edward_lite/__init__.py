@@ -35,6 +35,7 @@ from edward_lite.language.distributions import *  # pylint: disable=wildcard-imp
 from edward_lite.language.distributions import (CONSTRUCTORS, as_random_variable,
                                                 make_random_variable)
 from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language.reparameterize import reparameterize
 from edward_lite.language.terms import Factor, Flat
 from edward_lite.language.tracing import (get_next_interceptor, get_next_tracer, interceptable,
                                           interception, tape, trace, traceable)
@@ -52,6 +53,7 @@ __all__ = sorted(CONSTRUCTORS) + [
     "RandomVariable", "as_random_variable", "make_random_variable", "Factor", "Flat",
     "trace", "traceable", "get_next_tracer", "tape", "interception", "interceptable",
     "get_next_interceptor", "make_log_joint_fn", "make_value_setter", "condition", "do",
+    "reparameterize",
     # the target, inference and analysis
     "make_target", "Target", "mcmc", "vi", "distribute", "diagnostics", "psis",
     "posterior_predictive", "prior_predictive", "graph", "model_graph", "plot", "load", "__version__",

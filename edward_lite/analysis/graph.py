@@ -22,6 +22,7 @@ from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-t
 
 from edward_lite.checks import control_flow
 from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language.reparameterize import Reparameterized
 from edward_lite.language.tracing import trace
 from edward_lite.model.structure import DETERMINISTIC
 
@@ -50,6 +51,8 @@ def model_graph(model, *args, observed=None, **kwargs):
   if not callable(model):
     raise TypeError(f"ed.graph expects a callable program; got {type(model).__name__}.")
   observed = dict(observed or {})
+  if isinstance(model, Reparameterized):
+    model = model.leaving(observed)  # data, not non-centred
   found = []  # (name, random variable)
 
   def tracer(fn, *fn_args, **fn_kwargs):

@@ -22,6 +22,7 @@ import tensorflow as tf
 from edward_lite.checks import arguments
 from edward_lite.language import dtypes
 from edward_lite.model import simulation
+from edward_lite.language.reparameterize import Reparameterized
 from edward_lite.model.data import ModelData, call_program, prepare_arguments
 from edward_lite.model.structure import is_dtype_conflict
 from edward_lite.runtime.deprecation import warn_renamed
@@ -52,6 +53,9 @@ def posterior_predictive(model, posterior, *args, draws=None, seed=0, dtype=None
     ``MCMCResult``, else ``[S, ...]``.
   """
   values, lead, target = _posterior_draws(posterior, draws, seed)
+  if (isinstance(model, Reparameterized) and target is not None and
+      (args or kwargs or model is not target.program)):
+    model = model.leaving(target.observed)  # the fitted data's names: predicted, not non-centred
   float_dtype = dtypes.check_float_dtype(dtype) if dtype is not None else tf.as_dtype(
       next(iter(values.values())).dtype)
   if dtype is None and target is None and float_dtype == tf.float64:

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from edward_lite.language import dtypes
 from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language.reparameterize import Reparameterized
 
 __all__ = ["ModelData", "RowData", "prepare_arguments", "check_finite", "call_program"]
 
@@ -59,8 +60,15 @@ def call_program(program, data, float_dtype=None, autograph=True):
   Traced (inside a ``tf.function``) the program's own body runs converted by
   AutoGraph (``graph_program``), unless ``autograph=False`` (the check for
   Python control flow on latents, which must see the program as written).
+  A transformed program (``ed.reparameterize``'s) is given the observed
+  names of ``data`` and the conversion by its ``bind(observed, autograph)``.
   """
-  if autograph and not tf.executing_eagerly():
+  convert = autograph and not tf.executing_eagerly()
+  if isinstance(program, Reparameterized):
+    # A program transformation (``ed.reparameterize``): it learns which names
+    # carry data in this run and converts the program it wraps itself.
+    program = program.bind(observed=tuple(data.observed), autograph=convert)
+  elif convert:
     program = graph_program(program)
   with dtypes.float_scope(float_dtype):
     return program(*data.args, **data.kwargs)

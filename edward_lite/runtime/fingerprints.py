@@ -326,6 +326,10 @@ class _Hasher:
         self.value(owner, f"{where}.__self__", depth)  # e.g. a bound list.append
       self.tag("builtin", getattr(fn, "__module__", None),
                getattr(fn, "__qualname__", getattr(fn, "__name__", repr(fn))))
+    elif hasattr(fn, "fingerprint_parts") and _is_library(type(fn)):
+      # a library program transformation (ed.reparameterize): what it wraps, how
+      self.tag("library", type(fn).__module__, type(fn).__qualname__)
+      self.value(fn.fingerprint_parts(), where, depth)
     elif hasattr(fn, "python_function") and _is_library(type(fn)):  # a tf.function
       self.tag("tf.function", getattr(fn, "_jit_compile", None))
       self.function(fn.python_function, where, depth)

@@ -1,12 +1,13 @@
 """Variational inference: ``ed.vi.fit(model, ..., family="meanfield")``."""
 
 from edward_lite.vi.families import FullRank, IAF, MAF, MeanField, RealNVP, Family
+from edward_lite.vi.centeredness import learn_centeredness
 from edward_lite.vi.fit import NonFiniteELBOError, fit
 from edward_lite.vi.results import ImportanceSample, VIResult
 from edward_lite.vi import saved as _saved  # registers VIResult with save / ed.load
 
 __all__ = ["fit", "Family", "MeanField", "FullRank", "RealNVP", "MAF", "IAF", "VIResult",
-           "ImportanceSample", "NonFiniteELBOError"]
+           "ImportanceSample", "NonFiniteELBOError", "learn_centeredness"]
 
 
 def __dir__():
