@@ -176,7 +176,7 @@ def _per_configuration(run_terms, plan_):
   unrolled over up to ``UNROLL`` configurations, else a ``tf.map_fn`` (a
   loop).  Not ``tf.vectorized_map``: nested in the chains' vectorization it
   made XLA take the state as a compile-time constant, recompiling the
-  sampler at every call (RESULTS section 31)."""
+  sampler at every call (RESULTS section 30)."""
   fn = lambda c: run_terms(_all_configurations(plan_, c))  # pylint: disable=unnecessary-lambda-assignment
   if plan_.count <= UNROLL:
     runs = [fn(tf.constant(c)) for c in range(plan_.count)]
