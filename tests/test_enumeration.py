@@ -181,3 +181,31 @@ def test_a_latent_with_infinite_discrete_support_is_still_refused():
     return ed.Normal(tf.cast(k, tf.float32), 1., name="y")
   with pytest.raises(ValueError, match="'k'.*only finite supports"):
     ed.make_target(model, observed={"y": 2.})
+
+
+MU3 = np.array([-2., 0., 3.], np.float32)
+
+
+def three_components(kind):
+  def program(n):
+    w = ed.Dirichlet(tf.ones(3), name="w")
+    s = ed.HalfNormal(1., name="s")
+    if kind == "marginal":
+      return ed.MixtureSameFamily(tfd.Categorical(probs=w), tfd.Normal(MU3, s),
+                                  sample_shape=n, name="y")
+    if kind == "onehot":
+      z = ed.OneHotCategorical(probs=w, sample_shape=n, dtype=tf.float32, name="z")
+      return ed.Normal(tf.linalg.matvec(z, MU3), s, name="y")
+    z = ed.Categorical(probs=w, sample_shape=n, name="z")
+    return ed.Normal(tf.gather(MU3, z), s, name="y")
+  return program
+
+
+@pytest.mark.parametrize("kind", ["categorical", "onehot"])
+def test_categorical_and_one_hot_assignments_sum_to_the_mixture(kind):
+  y = np.array([-2., 0.1, 3., 2.5, -1.8, 0.3], np.float32)
+  summed = ed.make_target(three_components(kind), len(y), observed={"y": y})
+  marginal = ed.make_target(three_components("marginal"), len(y), observed={"y": y})
+  assert summed.enumeration.groups[0].count == 3
+  u = tf.random.stateless_normal([3, summed.dim], [5, 6])
+  np.testing.assert_allclose(summed.log_prob_flat(u), marginal.log_prob_flat(u), rtol=1e-5)
