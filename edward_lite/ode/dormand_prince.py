@@ -144,10 +144,12 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None):
     a = -2. * h * f + 2. * h * f_new - 8. * y - 8. * y_new + 16. * y_mid
     b = 5. * h * f - 3. * h * f_new + 18. * y + 14. * y_new - 32. * y_mid
     c = -4. * h * f + h * f_new - 11. * y - 5. * y_new + 16. * y_mid
-    x = tf.reshape(tf.stop_gradient((times - t) / h), [-1] + [1] * y.shape.rank)
+    fill = tf.reshape(accept & (times > t) & (times <= t_new), [-1] + [1] * y.shape.rank)
+    # x in (0, 1] where filled, 0 elsewhere: a huge x outside the step would
+    # give inf * 0 = NaN in the reverse-mode gradient of the unselected branch.
+    x = tf.where(fill, tf.reshape(tf.stop_gradient((times - t) / h), fill.shape), 0.)
     interp = (((a * x + b) * x + c) * x + h * f) * x + y
-    fill = accept & (times > t) & (times <= t_new)
-    out = tf.where(tf.reshape(fill, [-1] + [1] * y.shape.rank), interp, out)
+    out = tf.where(fill, interp, out)
     t_next = tf.where(accept, t_new, t)
     h_next = tf.stop_gradient(h * factor)
     failed = h_next <= 1e-12 * tf.maximum(tf.abs(t_next), 1.)

@@ -30,6 +30,8 @@ from edward_lite.ode import dormand_prince
 
 __all__ = ["solve", "differentiable"]
 
+JACOBIAN = "rows"  # or "pfor": how each stage's Jacobians are taken
+
 
 def differentiable(x):
   """Whether a gradient may be asked of ``x``: eagerly, whether a tape
@@ -41,6 +43,22 @@ def differentiable(x):
     except (ImportError, AttributeError):  # pragma: no cover
       return True
   return tf.get_static_value(x) is None
+
+
+def _jacobians(fn, t, y, theta):
+  """``(df/dy [n, n], df/dtheta [n, P], f [n])`` at ``(t, y, theta)``: one
+  reverse pass per row when ``JACOBIAN == "rows"``, else
+  ``GradientTape.jacobian`` (the passes vectorized by ``pfor``)."""
+  with tf.GradientTape(persistent=JACOBIAN == "rows") as tape:
+    tape.watch([y, theta])
+    dy = fn(t, y, theta)
+    rows = tf.unstack(dy) if JACOBIAN == "rows" else None
+  zero = tf.UnconnectedGradients.ZERO
+  if JACOBIAN != "rows":
+    j_y, j_theta = tape.jacobian(dy, [y, theta], unconnected_gradients=zero)
+    return j_y, j_theta, dy
+  grads = [tape.gradient(r, [y, theta], unconnected_gradients=zero) for r in rows]
+  return tf.stack([g[0] for g in grads]), tf.stack([g[1] for g in grads]), dy
 
 
 def solve(fn, y0, theta, times, t0, rtol, atol, max_steps):
@@ -62,16 +80,14 @@ def solve(fn, y0, theta, times, t0, rtol, atol, max_steps):
 
     def augmented(t, z):
       y, s = z[:, 0], z[:, 1:]
-      with tf.GradientTape() as tape:
-        tape.watch([y, theta])
-        dy = fn(t, y, theta)
-      j_y, j_theta = tape.jacobian(dy, [y, theta],
-                                   unconnected_gradients=tf.UnconnectedGradients.ZERO)
+      j_y, j_theta, dy = _jacobians(fn, t, y, theta)
       ds = tf.linalg.matmul(j_y, s)
       if wrt_theta:
         ds += tf.pad(j_theta, [[0, 0], [n if wrt_y0 else 0, 0]])
       return tf.concat([dy[:, None], ds], 1)
 
+    if not tf.executing_eagerly():  # traced once, called by every stage
+      augmented = tf.function(augmented, autograph=False)
     z0 = tf.concat([y0[:, None]] + columns, 1)
     out, ok, _ = dormand_prince.solve(augmented, z0, times, t0, rtol, atol, max_steps,
                                       state_fn=lambda t, y: fn(t, y, theta))
