@@ -153,7 +153,7 @@ def _pack(args, dtype):
     if leaf is None or isinstance(leaf, (bool, int, str, np.integer, np.bool_)):
       continue
     try:  # Tensors, random variables, NumPy arrays, floats
-      value = tf.convert_to_tensor(leaf)
+      value = tf.convert_to_tensor(leaf, dtype_hint=dtype)
     except (TypeError, ValueError):
       continue
     if value.dtype.is_floating and value.shape.is_fully_defined():
