@@ -182,6 +182,8 @@ def test_bad_arguments_are_named():
     ed.ode.solve(decay, y0, [1., 2.], args=(1.,), t0=1.5)
   with pytest.raises(ValueError, match="method"):
     ed.ode.solve(decay, y0, [1.], args=(1.,), method="bdf")
+  with pytest.raises(ValueError, match="sensitivity"):
+    ed.ode.solve(decay, y0, [1.], args=(1.,), sensitivity="adjoint")
   with pytest.raises(TypeError, match="args"):
     ed.ode.solve(decay, y0, [1.], args=1.)
   with pytest.raises(TypeError, match="y0"):

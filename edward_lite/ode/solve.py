@@ -5,8 +5,9 @@
 solves ``dy/dt = fn(t, y, *args)``, ``y(t0) = y0``, and returns
 ``ys[j] = y(times[j])``, ``[T, *y0.shape]``.  ``y0`` and ``args`` may be
 computed from random variables: the solution is differentiable with respect
-to both (``tf.GradientTape``, NUTS, VI), by differentiating the solver's
-steps (``edward_lite.ode.dormand_prince``).
+to both (``tf.GradientTape``, NUTS, VI): forward sensitivities stepped with
+the states (``edward_lite.ode.sensitivities``), or reverse mode through the
+solver's loop (``edward_lite.ode.dormand_prince``).
 
 Inside a program the solve is one bounded ``tf.while_loop``, so sampling
 and VI compile it with XLA; the target evaluates programs with loops one
@@ -49,7 +50,10 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
     t0: the initial time (default 0).
     rtol, atol: relative and absolute tolerances of the adaptive method
       (``"rk45"``): a step is accepted when the RMS over components of
-      ``error_i / (atol + rtol |y_i|)`` is at most 1.
+      ``error_i / (atol + rtol |y_i|)`` is at most 1.  When the log of a
+      state enters the likelihood, set ``atol`` far below its smallest
+      value (e.g. 1e-20): at 1e-6 a state that decays to 1e-20 is only
+      solved to 1e-6, and its log is noise (RESULTS section 29).
     max_steps: the most attempted steps (accepted or rejected) of
       ``"rk45"``; past it the solve fails (NaN states).
     method: ``"rk45"`` (Dormand-Prince 5(4) with error control, dense output;
