@@ -15,9 +15,10 @@ posterior draws (``ed.mcmc.sample``).
 The package's folders are its map: ``language/`` (random variables,
 tracing, program transformations), ``target/`` (a program and its data as a
 log density), ``checks/`` (bad input caught at the boundary), ``mcmc/`` and
-``vi/`` (inference), ``ode/`` (ODE solves inside programs), ``distribute/`` (``tf.distribute``), ``analysis/``
-(diagnostics, summaries, predictive, ArviZ, plots) and ``runtime/`` (the
-chunked host loop, checkpoints, seeds, save and load).
+``vi/`` (inference), ``ode/`` (ODE solves inside programs), ``distribute/``
+(``tf.distribute``), ``analysis/`` (diagnostics, summaries, predictive,
+ArviZ, plots) and ``runtime/`` (the chunked host loop, checkpoints, seeds,
+save and load).
 """
 
 from edward_lite.runtime import compile_cache

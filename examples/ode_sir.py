@@ -8,8 +8,9 @@ from ``(S, I, R) = (0.99, 0.01, 0)``; the number infected on day ``d``,
 ``1000 I(d)``, is observed with negative-binomial noise of concentration
 ``phi`` (the form of the Stan case study of Grinsztajn et al. 2021; new
 cases ``1000 (S(d-1) - S(d))`` lose their digits to cancellation in float32
-wherever S barely changes, and the sampler then flails in the tails).  Forty days are simulated with beta = 0.6, gamma =
-0.2, phi = 10 (seed 1), and the program solves the ODE with
+wherever S barely changes, and the sampler then flails in the tails).
+Forty days are simulated with beta = 0.6, gamma = 0.2, phi = 10 (seed 1),
+and the program solves the ODE with
 ``ed.ode.solve`` (Dormand-Prince 5(4), rtol = 1e-6, atol = 1e-20, forward
 sensitivities) for NUTS, 4 chains x 1000 draws after 1000 warmup, compiled
 with XLA.

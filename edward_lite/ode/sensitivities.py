@@ -38,7 +38,8 @@ def differentiable(x):
   watches it; in a graph, whether it is not a constant."""
   if tf.executing_eagerly():
     try:
-      from tensorflow.python.eager import record  # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+      # pylint: disable=g-direct-tensorflow-import,import-outside-toplevel
+      from tensorflow.python.eager import record
       return bool(record.should_record_backprop([x]))
     except (ImportError, AttributeError):  # pragma: no cover
       return True
