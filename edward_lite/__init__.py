@@ -15,9 +15,10 @@ posterior draws (``ed.mcmc.sample``).
 The package's folders are its map: ``language/`` (random variables,
 tracing, program transformations), ``target/`` (a program and its data as a
 log density), ``checks/`` (bad input caught at the boundary), ``mcmc/`` and
-``vi/`` (inference), ``distribute/`` (``tf.distribute``), ``analysis/``
-(diagnostics, summaries, predictive, ArviZ, plots) and ``runtime/`` (the
-chunked host loop, checkpoints, seeds, save and load).
+``vi/`` (inference), ``ode/`` (ODE solves inside programs), ``distribute/``
+(``tf.distribute``), ``analysis/`` (diagnostics, summaries, predictive,
+ArviZ, plots) and ``runtime/`` (the chunked host loop, checkpoints, seeds,
+save and load).
 """
 
 from edward_lite.runtime import compile_cache
@@ -27,7 +28,7 @@ compile_cache.configure()  # before TensorFlow reads its XLA flags
 quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 
 # pylint: disable=wrong-import-position
-from edward_lite import distribute, mcmc, vi
+from edward_lite import distribute, mcmc, ode, vi
 from edward_lite.analysis import diagnostics, psis
 from edward_lite.analysis.graph import graph, model_graph
 from edward_lite.analysis.predictive import posterior_predictive, prior_predictive
@@ -55,7 +56,7 @@ __all__ = sorted(CONSTRUCTORS) + [
     "get_next_interceptor", "make_log_joint_fn", "make_value_setter", "condition", "do",
     "reparameterize",
     # the target, inference and analysis
-    "make_target", "Target", "mcmc", "vi", "distribute", "diagnostics", "psis",
+    "make_target", "Target", "mcmc", "vi", "ode", "distribute", "diagnostics", "psis",
     "posterior_predictive", "prior_predictive", "graph", "model_graph", "plot", "load", "__version__",
 ]
 
