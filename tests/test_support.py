@@ -135,13 +135,13 @@ def test_large_bernoulli_observation_checked_quickly():
   check_observed_support("y", dist, labels)  # warm up
   start = time.perf_counter()
   check_observed_support("y", dist, labels)
-  assert time.perf_counter() - start < 0.5
+  assert time.perf_counter() - start < 2.0
   x = np.random.RandomState(4).randn(n, 3).astype(np.float32)
   rows = (x[:, 0] > 0).astype(np.int32)
   ed.make_target(logistic, x, observed={"labels": rows})
   start = time.perf_counter()
   ed.make_target(logistic, x, observed={"labels": rows})
-  assert time.perf_counter() - start < 1.0
+  assert time.perf_counter() - start < 3.0
   rows[-1] = 2
   with pytest.raises(ValueError, match=r"1 of 100000 values are not, the first at index "
                                        r"\[99999\] is 2"):
