@@ -209,3 +209,21 @@ def test_categorical_and_one_hot_assignments_sum_to_the_mixture(kind):
   assert summed.enumeration.groups[0].count == 3
   u = tf.random.stateless_normal([3, summed.dim], [5, 6])
   np.testing.assert_allclose(summed.log_prob_flat(u), marginal.log_prob_flat(u), rtol=1e-5)
+
+
+def mixture_of(x):
+  """The mixture with its size from the data argument (minibatches resize it)."""
+  w = ed.Beta(2., 2., name="w")
+  sigma = ed.HalfNormal(2., name="sigma")
+  z = ed.Bernoulli(probs=w * tf.ones_like(x), name="z")
+  return ed.Normal(tf.gather(MU, z), sigma, name="y")
+
+
+def test_a_minibatch_sums_out_its_own_assignments():
+  y = _mixture_data(n=40)
+  x = np.zeros_like(y)
+  summed = ed.make_target(mixture_of, x, observed={"y": y})
+  marginal = ed.make_target(mixture_marginal, 10, observed={"y": y[:10]})
+  batch = summed.with_data(args=(x[:10],), observed={"y": y[:10]})
+  u = tf.random.stateless_normal([4, summed.dim], [7, 8])
+  np.testing.assert_allclose(batch.log_prob_flat(u), marginal.log_prob_flat(u), rtol=1e-5)

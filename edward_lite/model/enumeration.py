@@ -70,11 +70,6 @@ class EnumeratedInfo:
   def size(self):
     return len(self.support)
 
-  @property
-  def first(self):
-    """The value with every element at the support's first value."""
-    return tf.constant(_fill(self, 0))
-
 
 @dataclasses.dataclass(frozen=True)
 class Group:
@@ -156,10 +151,9 @@ def configuration(group, infos, c):
     strides = tf.constant(stride * info_.size ** np.arange(digits), tf.int64)
     index = (tf.cast(c, tf.int64) // strides) % info_.size  # [digits]
     chosen = tf.gather(tf.constant(info_.support), index)  # [digits, *event]
-    if group.joint:
-      values[name] = tf.reshape(chosen, info_.shape)
-    else:
-      values[name] = tf.broadcast_to(chosen[0], info_.shape)
+    # A local group's value is one support value, broadcast by the run to
+    # the variable's shape (a minibatch's too); a joint group's is whole.
+    values[name] = tf.reshape(chosen, info_.shape) if group.joint else chosen[0]
     stride *= info_.size ** digits
   return values
 

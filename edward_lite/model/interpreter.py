@@ -21,6 +21,7 @@ log-likelihood (LOO, WAIC) and the ``ed.Deterministic`` values.
 """
 
 import enum
+import functools
 from typing import Dict, NamedTuple
 
 import tensorflow as tf
@@ -97,7 +98,9 @@ def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=Fa
     elif role == "latent":
       kwargs["value"] = DeferredValue(lambda dist: set_latent(name, dist))
     elif role == "enumerated":
-      kwargs["value"] = enumerated.get(name, structure.enumerated[name].first)
+      fill = enumerated.get(name, structure.enumerated[name].support[0])
+      kwargs["value"] = DeferredValue(functools.partial(
+          _enumerated_value, fill, kwargs.get("sample_shape", ())))
     rv = variables[name] = fn(*args, **kwargs)
     if role != "deterministic":
       term = log_prob_term(rv.distribution, rv.value)
@@ -139,6 +142,15 @@ def pointwise(target, values):
   with trace(tracer):
     target.call_program()
   return log_lik, deterministic
+
+
+def _enumerated_value(fill, sample_shape, dist):
+  """A summed-out latent's value: ``fill`` (one support value, or a whole
+  value) broadcast to the shape of this run's variable, so a minibatch or a
+  data shard of per-observation latents gets its own size."""
+  shape = tf.concat([tf.reshape(tf.cast(sample_shape, tf.int32), [-1]),
+                     dist.batch_shape_tensor(), dist.event_shape_tensor()], 0)
+  return tf.broadcast_to(tf.cast(fill, dist.dtype), shape)
 
 
 def _scaled(term, scale):
