@@ -31,10 +31,9 @@ All input checks happen in ``make_target``, before any compiled work.
 
 import copy
 import inspect
-
-import numpy as np
 from typing import Protocol, runtime_checkable
 
+import numpy as np
 import tensorflow as tf
 
 from edward_lite.language import dtypes
@@ -277,10 +276,14 @@ class Target:
     their draws for the deterministic values."""
     log_lik, deterministic = pointwise(self, values)
     if self._plan is not None:
-      log_lik = enumeration.pointwise_log_likelihood(
-          self._terms_fn({n: values[n] for n in self.names}, Mode.CONSTRAINED), self._plan,
-          self._data.observed)
+      log_lik = self._summed_log_likelihood(values)
     return log_lik, deterministic
+
+  def _summed_log_likelihood(self, values):
+    """``log p(y_i | x)`` with the enumerated latents summed out (one draw)."""
+    return enumeration.pointwise_log_likelihood(
+        self._terms_fn({n: values[n] for n in self.names}, Mode.CONSTRAINED), self._plan,
+        self._data.observed)
 
   def derived(self, values, seed):
     """One draw's summed-out latents, drawn from ``p(z | x, y)`` with
@@ -418,9 +421,7 @@ class Target:
     values = {n: values[n] for n in self.names}
     if self._plan is None:
       return simulation.map_draws(lambda v: pointwise(self, v)[0], values)
-    return simulation.map_draws(lambda v: enumeration.pointwise_log_likelihood(
-        self._terms_fn(v, Mode.CONSTRAINED), self._plan, self._data.observed),
-                                values)
+    return simulation.map_draws(self._summed_log_likelihood, values)
 
   def deterministic(self, values, seed=0):
     """The ``deterministic_names`` at draws: dict ``name -> NumPy [S, *shape]``
