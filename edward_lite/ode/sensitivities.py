@@ -87,8 +87,6 @@ def solve(fn, y0, theta, times, t0, rtol, atol, max_steps):
         ds += tf.pad(j_theta, [[0, 0], [n if wrt_y0 else 0, 0]])
       return tf.concat([dy[:, None], ds], 1)
 
-    if not tf.executing_eagerly():  # traced once, called by every stage
-      augmented = tf.function(augmented, autograph=False)
     z0 = tf.concat([y0[:, None]] + columns, 1)
     out, ok, _ = dormand_prince.solve(augmented, z0, times, t0, rtol, atol, max_steps,
                                       state_fn=lambda t, y: fn(t, y, theta))
