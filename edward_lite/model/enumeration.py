@@ -182,12 +182,8 @@ def _per_configuration(run_terms, plan_):
 
 def _group_logits(group, terms):
   """``[count, *B]``: the sum of the group's terms per configuration and element."""
-  rank = len(group.batch_shape)
-  parts = []
-  for name in group.terms:
-    value = terms[name][:group.count]
-    parts.append(tf.reduce_sum(value, axis=list(range(1 + rank, value.shape.rank))))
-  return tf.add_n(parts)
+  return tf.add_n([_reduce_to(terms[name][:group.count], group.batch_shape)
+                   for name in group.terms])
 
 
 def log_density(run_terms, plan_):
