@@ -19,10 +19,12 @@ import types
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
 from edward_lite.mcmc.compiled import Program
+from edward_lite.model.target import ProgramChangedError
 from edward_lite.checks import arguments
 from edward_lite.language import tracing
 from edward_lite.runtime import fingerprints
@@ -128,6 +130,57 @@ def test_dataframe_edited_in_place_gets_a_new_fingerprint_and_a_new_program():
   assert _fingerprint(df_model, frame, observed=observed).data != after.data
   frame.index = frame.index + 1  # and the index
   assert _fingerprint(df_model, frame, observed=observed).data != after.data
+
+
+def _regression(df):
+  w = ed.Normal(0., 1., name="w")
+  return ed.Normal(w * tf.constant(df["x"].to_numpy(np.float32)), 1., name="y")
+
+
+def test_frame_edited_after_a_run_is_not_read_by_a_later_trace_of_its_program(tmp_path):
+  # Issue 32's sequence: a run with a checkpoint, the frame edited in place
+  # (refused by the checkpoint), then a fresh frame of the first data, served
+  # from the program cache.  Its log-likelihood is traced only now, and read
+  # the edited frame the cached program held (x 10); it reads the run's copy.
+  pd = pytest.importorskip("pandas")
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=20).astype(np.float32)
+  y = (0.5 * x + rng.normal(size=20)).astype(np.float32)
+  frame, ckpt = pd.DataFrame({"x": x.copy()}), str(tmp_path / "ckpt")
+  first = ed.mcmc.sample(_regression, frame, observed={"y": y}, checkpoint_dir=ckpt, **RUN)
+  frame["x"] *= 10.
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="data"):
+    ed.mcmc.sample(_regression, frame, observed={"y": y}, checkpoint_dir=ckpt, **RUN)
+  again = ed.mcmc.sample(_regression, pd.DataFrame({"x": x.copy()}), observed={"y": y}, **RUN)
+  assert again.target is first.target  # served from the cache
+  w = again.draws["w"][..., None]
+  exact = -0.5 * (y - w * x) ** 2 - 0.5 * np.log(2. * np.pi)
+  np.testing.assert_allclose(np.asarray(again.log_likelihood()["y"]), exact, rtol=1e-5,
+                             atol=1e-5)
+
+
+def test_global_edited_after_a_run_is_refused_by_a_later_trace():
+  table = np.linspace(-1., 1., 5).astype(np.float32)
+  model = _made("def model():\n  w = ed.Normal(0., 1., name='w')\n"
+                "  return ed.Normal(w * TABLE, 1., name='y')\n", TABLE=table)
+  result = ed.mcmc.sample(model, observed={"y": np.zeros(5, np.float32)}, **RUN)
+  table *= 10.  # a module-level array edited in place
+  with pytest.raises(ProgramChangedError, match="program 'model' or a module-level value"):
+    result.log_likelihood()
+  again = ed.mcmc.sample(model, observed={"y": np.zeros(5, np.float32)}, **RUN)
+  assert again.target is not result.target  # a new program for the edited table
+  assert np.isfinite(np.asarray(again.log_likelihood()["y"])).all()
+
+
+def test_a_variable_is_identified_for_traces_by_identity_not_value():
+  # A compiled function reads a tf.Variable when it runs, so assigning one
+  # does not make earlier traces stale (a trained Keras weight, a schedule).
+  scale = tf.Variable(1.)
+  model = _made("def model():\n  return ed.Normal(0., SCALE, name='x')\n", SCALE=scale)
+  before, identity = fingerprints.code_digest(model), _fingerprint(model).code
+  scale.assign(2.)
+  assert fingerprints.code_digest(model) == before
+  assert _fingerprint(model).code != identity  # a checkpoint still sees the value
 
 
 def test_edited_model_is_not_served_from_the_program_cache():

@@ -33,7 +33,7 @@ from edward_lite.language import dtypes
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language.reparameterize import Reparameterized
 
-__all__ = ["ModelData", "RowData", "prepare_arguments", "check_finite", "call_program"]
+__all__ = ["ModelData", "RowData", "prepare_arguments", "snapshot", "check_finite", "call_program"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +145,8 @@ def check_finite(what, value):
 
 def prepare_arguments(program, args, kwargs, float_dtype):
   """Checks data arguments are finite; NumPy and pandas arrays become
-  Tensors once, floating ones in ``float_dtype`` (if given).
+  Tensors once, floating ones in ``float_dtype`` (if given); other data
+  (a DataFrame, lists and dicts of arrays) are copied (``snapshot``).
 
   Returns:
     ``(args tuple, kwargs dict)``.
@@ -167,9 +168,31 @@ def prepare_arguments(program, args, kwargs, float_dtype):
       v = np.asarray(v)
     if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind in "fiubc":
       return tf.convert_to_tensor(dtypes.cast_data(v, float_dtype) if float_dtype else v)
-    return v
+    return snapshot(v)
 
   return tuple(convert(a) for a in args), {k: convert(v) for k, v in kwargs.items()}
+
+
+def snapshot(value):
+  """A copy of the data in ``value`` that later edits of the caller's object
+  cannot reach: a pandas table or array copied deeply, lists, tuples and
+  dicts element by element; anything else (Tensors, variables, Keras layers,
+  functions, numbers) itself.
+
+  A compiled function may be traced long after the call that made its target
+  (a result's ``log_likelihood()``, a new chunk length), and tracing reads
+  the program's arguments then: without the copy, a DataFrame edited in
+  place in between would be read as edited, under a cache key computed from
+  the content it had at the call."""
+  if isinstance(value, np.ndarray):
+    return value.copy()
+  if hasattr(value, "columns") and hasattr(value, "copy"):  # a pandas DataFrame
+    return value.copy(deep=True)
+  if type(value) is dict:
+    return {k: snapshot(v) for k, v in value.items()}
+  if type(value) in (list, tuple):
+    return type(value)(snapshot(v) for v in value)
+  return value
 
 
 class RowData:

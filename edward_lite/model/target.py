@@ -43,8 +43,10 @@ from edward_lite.model.interpreter import Mode, log_prob_term, pointwise, run
 from edward_lite.model.layout import Layout
 from edward_lite.model.data import call_program
 from edward_lite.model.structure import LatentInfo, trace_model
+from edward_lite.runtime import fingerprints
 
-__all__ = ["Target", "make_target", "LatentInfo", "Mode", "Density", "flat_value_and_gradient",
+__all__ = ["Target", "make_target", "LatentInfo", "Mode", "Density", "ProgramChangedError",
+           "flat_value_and_gradient",
            "support_bijector", "log_prob_term"]
 
 
@@ -106,6 +108,10 @@ class Density(Protocol):
     """The same density on other data (a minibatch)."""
 
 
+class ProgramChangedError(RuntimeError):
+  """A program's code or module-level values changed after its target was made."""
+
+
 class Target:
   """Log density of a program's latent variables over unconstrained state.
 
@@ -120,6 +126,7 @@ class Target:
     # program's (then floating NumPy data become float32); else the model's.
     self._float = None if dtype is None else dtypes.check_float_dtype(dtype)
     self._program = program
+    self._code = fingerprints.code_digest(program)
     self._data, self._structure = trace_model(program, args, kwargs or {}, observed,
                                               structure_checks, self._float)
     self._layout = Layout(self._structure.latents)
@@ -150,7 +157,19 @@ class Target:
 
   def call_program(self):
     """Runs the program on this target's data in the model's floating dtype
-    (inside a tracer, to intercept its random variables)."""
+    (inside a tracer, to intercept its random variables).
+
+    A trace (a ``tf.function`` built now, perhaps long after this target was
+    made, for a result's ``log_likelihood()``) reads the module-level values
+    the program uses as they are now; if they changed since, it would
+    compute with other data than the run's, so it raises instead."""
+    if self._code is not None and not tf.executing_eagerly() and (
+        fingerprints.code_digest(self._program) != self._code):
+      raise ProgramChangedError(
+          f"The program '{fingerprints.model_name(self._program)}' or a module-level value "
+          "it reads (an array edited in place, a helper redefined) changed after inference "
+          "on it ran, so a function compiled now would compute with other data than the "
+          "run's; run inference again on the program as it is now.")
     return call_program(self._program, self._data, self._float)
 
   def retrace(self, args, kwargs, observed, structure_checks=1):

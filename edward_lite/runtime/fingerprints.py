@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 
-__all__ = ["fingerprint", "Fingerprint", "model_name"]
+__all__ = ["fingerprint", "Fingerprint", "code_digest", "model_name"]
 
 
 class Fingerprint(collections.namedtuple("Fingerprint", ["name", "code", "data", "unknown"])):
@@ -162,7 +162,8 @@ class _Hasher:
   and was the fastest of hashlib's digests here; the speed is in RESULTS.md,
   identity by content)."""
 
-  def __init__(self):
+  def __init__(self, variables_by_value=True):
+    self.variables_by_value = variables_by_value
     self.hash = hashlib.sha256()
     self.seen = {}  # id -> order of first visit (functions, classes, containers)
     self.keep = []  # keeps visited objects alive, so ids are not reused
@@ -204,6 +205,8 @@ class _Hasher:
       self.array(value, where)
     elif isinstance(value, (tf.DType, np.dtype, tf.TensorShape)):
       self.tag(_type_name(value), repr(value))
+    elif isinstance(value, tf.Variable) and not self.variables_by_value:
+      self.tag("variable", id(value))
     elif tf.is_tensor(value):
       if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
         self.tag(_type_name(value))
@@ -252,7 +255,7 @@ class _Hasher:
     elif isinstance(value, (set, frozenset)):
       digests = []
       for item in value:
-        sub = _Hasher()
+        sub = _Hasher(self.variables_by_value)
         sub.value(item, f"{where} item {item!r}", depth)
         digests.append(sub.hash.hexdigest())
       self.tag(*sorted(digests))
@@ -410,9 +413,9 @@ class _Hasher:
     self.value(dict(vars(value)), f"{where}.__dict__", depth)
 
 
-def _digest(items):
+def _digest(items, variables_by_value=True):
   """Hex digest of ``[(where, value), ...]``, or ``(None, reason)``."""
-  hasher = _Hasher()
+  hasher = _Hasher(variables_by_value)
   try:
     for where, value in items:
       hasher.tag(where)
@@ -429,6 +432,14 @@ def model_name(model):
   name = getattr(model, "__qualname__", None) or getattr(
       getattr(model, "func", None), "__qualname__", None)
   return name or type(model).__qualname__
+
+
+def code_digest(model):
+  """The digest of what a trace of ``model`` bakes in: its code and the
+  module-level values it reads (as in ``fingerprint``), a ``tf.Variable`` by
+  identity (a compiled function reads its value when it runs); None when
+  something there cannot be identified."""
+  return _digest([(f"model '{model_name(model)}'", model)], variables_by_value=False)[0]
 
 
 def fingerprint(model, args, kwargs, observed, tracers=()):
