@@ -818,6 +818,30 @@ def test_numpy_float64_parameter_follows_the_model_dtype():
   assert ed.LogNormal(np.log(0.5), 0.5, name="beta").dtype == tf.float64
 
 
+def _dirichlet_beside_a_flat(alpha):
+  p = ed.Dirichlet(alpha, name="p")
+  ed.Categorical(probs=p, name="k")
+  mu = ed.Flat(name="mu")
+  ed.Factor(-0.5 * tf.square(mu), name="prior_mu")
+
+
+def test_numpy_float64_argument_meeting_float32_latents_is_converted():
+  # Fixed with issue 32: float64 concentrations (as data files give them)
+  # made 'p' float64 beside a float32 'mu', and sampling stopped with "MCMC
+  # needs all latent variables in one floating dtype" without naming the
+  # argument.  Float64 data are converted as in any other conflict.
+  alpha = np.array([2., 2.])
+  target = ed.make_target(_dirichlet_beside_a_flat, alpha, observed={"k": 1})
+  assert {n: i.dtype for n, i in target.latents.items()} == {"p": tf.float32,
+                                                             "mu": tf.float32}
+  # log p(p, mu | k = 1) = log Dirichlet(p | 2, 2) + log p_1 - mu^2 / 2
+  p, mu = np.float32([[0.3, 0.7]]), np.float32([0.5])
+  expected = np.log(6. * 0.3 * 0.7) + np.log(0.7) - 0.125
+  np.testing.assert_allclose(target.log_joint({"p": p, "mu": mu}), [expected], rtol=1e-5)
+  assert ed.make_target(_dirichlet_beside_a_flat, alpha, observed={"k": 1},
+                        dtype=tf.float64).latents["p"].dtype == tf.float64
+
+
 def test_init_inside_the_support_starts_where_given():
   # The round trip that refuses the cases above keeps a valid start: a
   # simplex p maps to SoftmaxCentered's inverse log(p[:-1] / p[-1]), and a

@@ -80,6 +80,12 @@ class Structure:
     return None
 
 
+def _latent_floats(found, observed):
+  """The floating dtypes of the latent random variables of one trace."""
+  return {rv.value.dtype for name, (rv, fixed) in found.items()
+          if name not in observed and not fixed and rv.value.dtype.is_floating}
+
+
 class DtypeConflictError(TypeError):
   """The program combines floating dtypes that do not match."""
 
@@ -111,10 +117,15 @@ def trace_model(program, args, kwargs, observed, structure_checks, float_dtype):
   data = ModelData(args_t, kwargs_t, dict(observed))
   try:
     found = _trace(program, data, float_dtype)
+    conflict = float_dtype is None and len(_latent_floats(found, data.observed)) > 1
   except DtypeConflictError:
     if float_dtype is not None:
       raise
-    # NumPy's float64 data meeting a float32 program: run it in float32.
+    conflict = True
+  if conflict:
+    # NumPy's float64 data meeting a float32 program, in one op or in the
+    # latents' dtypes (a Dirichlet on float64 concentrations beside a
+    # float32 location): run it in float32, as any other data.
     data = data.replace(**dict(zip(("args", "kwargs"),
                                    prepare_arguments(program, args, kwargs, tf.float32))))
     found = _trace(program, data, float_dtype)
