@@ -20,6 +20,7 @@ import pytest
 import tensorflow as tf
 
 from edward_lite.analysis import diagnostics as diag
+from edward_lite.analysis import ranks
 
 # -- NumPy reference (one scalar parameter; x is [draws, chains]) ----------------
 
@@ -236,16 +237,16 @@ def _tied_values():
 
 def test_average_ranks_with_ties():
   values = _tied_values()
-  got = diag._doubled_ranks(tf.constant(values))[0].numpy() / 2.  # pylint: disable=protected-access
+  got = ranks.doubled_ranks(tf.constant(values))[0].numpy() / 2.
   np.testing.assert_array_equal(got, [ref_average_ranks(v) for v in values])
 
 
 def test_ranks_in_graph_and_xla():
-  ranks = lambda x: diag._doubled_ranks(x)[0]  # pylint: disable=protected-access
+  rank_of = lambda x: ranks.doubled_ranks(x)[0]
   untied = np.random.default_rng(4).standard_normal((3, 50))
   for values in (_tied_values(), untied):
     want = np.array([ref_average_ranks(v) for v in values]) * 2.
-    for fn in (tf.function(ranks), tf.function(ranks, jit_compile=True)):
+    for fn in (tf.function(rank_of), tf.function(rank_of, jit_compile=True)):
       np.testing.assert_array_equal(fn(tf.constant(values)).numpy(), want)
 
 

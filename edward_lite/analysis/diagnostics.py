@@ -54,6 +54,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.analysis import autocorrelation, ranks
+
 __all__ = ["split_rhat", "psrf_from_moments", "rhat", "ess", "ess_bulk", "ess_tail", "mcse_mean",
            "mcse_quantile", "nested_rhat", "ebfmi", "convergence"]
 
@@ -155,136 +157,6 @@ def _split_chains(x):
   return tf.reshape(x, [p, 2 * c, half])
 
 
-def _scan_extreme(x, op, fill, reverse=False):
-  """Running ``op`` (tf.minimum / tf.maximum) along the last axis.
-
-  Hillis-Steele doubling: ceil(log2 n) elementwise steps, no sequential loop,
-  so it batches and compiles with XLA.
-  """
-  n = x.shape[-1]
-  pad = [[0, 0]] * (x.shape.rank - 1)
-  shift = 1
-  while shift < n:
-    if reverse:
-      shifted = tf.pad(x[..., shift:], pad + [[0, shift]], constant_values=fill)
-    else:
-      shifted = tf.pad(x[..., :-shift], pad + [[shift, 0]], constant_values=fill)
-    x = op(x, shifted)
-    shift *= 2
-  return x
-
-
-def _inverse_permutations(order):
-  """Row-wise inverse of permutations ``order`` [P, S], in O(PS).
-
-  Eagerly one ``tf.math.invert_permutation`` of the flattened rows; in a
-  graph a scatter, because ``invert_permutation`` fails to compile with XLA
-  when its input is computed from data (it tries to fold it to a constant).
-  """
-  p, s = order.shape
-  dtype = tf.int64 if p * s >= 2 ** 31 else tf.int32
-  offset = tf.range(p, dtype=dtype)[:, None] * s
-  flat = tf.reshape(tf.cast(order, dtype) + offset, [-1])
-  if tf.executing_eagerly():
-    inverse = tf.math.invert_permutation(flat)
-  else:
-    inverse = tf.scatter_nd(flat[:, None], tf.range(p * s, dtype=dtype),
-                            tf.constant([p * s], dtype))
-  return tf.reshape(inverse, [p, s]) - offset
-
-
-def _tie_runs(differs):
-  """First and last sorted position of each element's run of equal values.
-
-  ``differs`` [P, S - 1] is ``sorted[:, 1:] != sorted[:, :-1]``.  Returns
-  int32 ``(first, last)`` [P, S]: a running max of run-start positions and a
-  reversed running min of run-end positions, by doubling (Hillis-Steele)
-  steps that stop once a step changes nothing -- after about
-  ``log2(longest run) + 2`` steps, two when ties are isolated pairs.  (A
-  step changes nothing only when every run is shorter than its shift: the
-  entries still wrong would move from 0 to their run's start, or from
-  S - 1 to its end.)
-  """
-  s = differs.shape[-1] + 1
-  position = tf.range(s, dtype=tf.int32)
-  edge = tf.ones_like(differs[:, :1])
-  first = tf.where(tf.concat([edge, differs], axis=-1), position, 0)
-  last = tf.where(tf.concat([differs, edge], axis=-1), position, s - 1)
-
-  def step(shift, first, last, unused_changed):
-    new_first = tf.maximum(first, tf.gather(first, tf.maximum(position - shift, 0), axis=1))
-    new_last = tf.minimum(last, tf.gather(last, tf.minimum(position + shift, s - 1), axis=1))
-    changed = tf.reduce_any(new_first != first) | tf.reduce_any(new_last != last)
-    return 2 * shift, new_first, new_last, changed
-
-  _, first, last, _ = tf.while_loop(
-      lambda shift, first, last, changed: changed & (shift < s), step,
-      (tf.constant(1), first, last, tf.constant(True)))
-  return first, last
-
-
-def _doubled_ranks(flat):
-  """Twice the ranks 1..S along the last axis of ``flat`` [P, S], ties averaged.
-
-  Returns ``(2 r [P, S] int32, sorted rows [P, S])``; doubling keeps the
-  half-integer average ranks of ties exact in integers.
-
-  Without ties the rank of a draw is one plus its position after sorting
-  (the inverse of the sorting permutation).  With ties (checked at run time,
-  ``tf.cond``), a run of equal values at sorted positions ``first..last``
-  (0-based) gets rank ``(first + last) / 2 + 1`` -- scipy's
-  ``rankdata(method="average")``; see ``_tie_runs``.
-  O(S log S) and XLA-friendly (``tf.searchsorted`` compiles to an O(S^2)
-  comparison under XLA, so it is not used).
-  """
-  s = flat.shape[-1]
-  negated, order = tf.math.top_k(-flat, k=s, sorted=True)  # values and argsort at once
-  ordered = -negated
-  inverse = tf.cast(_inverse_permutations(order), tf.int32)
-  differs = ordered[:, 1:] != ordered[:, :-1]
-
-  def untied():
-    return 2 * inverse + 2
-
-  def tied():
-    first, last = _tie_runs(differs)
-    return tf.gather(first + last + 2, inverse, batch_dims=1)
-
-  return tf.cond(tf.reduce_all(differs), untied, tied), ordered
-
-
-def _rank_normalize(x):
-  """Rank normalization of chains x [P, M, n].
-
-  Returns ``(z [P, M, n], sorted pooled draws [P, S])`` with
-  ``z = Phi^-1((r - 3/8) / (S + 1/4))``, ``r`` the rank among all S draws.
-  The 2S + 1 possible values of ``z`` (r is a multiple of 1/2) are
-  tabulated once and gathered, so Phi^-1 runs on 2S + 1 numbers, not P S.
-  """
-  p, m, n = x.shape
-  s = m * n
-  twice_rank, ordered = _doubled_ranks(tf.reshape(x, [p, s]))
-  half_ranks = tf.range(2 * s + 1, dtype=F64) / 2.
-  table = tf.math.ndtri((half_ranks - 0.375) / (s + 0.25))
-  z = tf.gather(table, twice_rank)
-  return tf.reshape(z, [p, m, n]), ordered
-
-
-def _sorted_quantile(ordered, prob):
-  """Quantile of sorted rows [P, S], linear interpolation (numpy/R type 7)."""
-  s = ordered.shape[-1]
-  h = (s - 1) * prob
-  lo = int(math.floor(h))
-  hi = min(lo + 1, s - 1)
-  frac = h - lo
-  return ordered[:, lo] + frac * (ordered[:, hi] - ordered[:, lo])
-
-
-def _pooled_sorted(x):
-  """[P, C, N] -> [P, C N] sorted pooled draws."""
-  return tf.sort(tf.reshape(x, [x.shape[0], -1]), axis=-1)
-
-
 def _psrf(x):
   """Potential scale reduction of chains [P, M, n] (``psrf_from_moments``)."""
   n = x.shape[-1]
@@ -304,111 +176,30 @@ def psrf_from_moments(chain_mean, chain_var, n):
   (``mcmc.streaming``).  Returns ``[...]``.
   """
   within = tf.reduce_mean(chain_var, axis=-1)
-  var_plus = (n - 1.) / n * within + _var_ddof1(chain_mean)
+  var_plus = (n - 1.) / n * within + autocorrelation.var_ddof1(chain_mean)
   return tf.sqrt(var_plus / within)
-
-
-def _var_ddof1(x):
-  """Sample variance along the last axis (ddof 1); 0 for a single entry."""
-  k = x.shape[-1]
-  if k < 2:
-    return tf.zeros_like(x[..., 0])
-  mean = tf.reduce_mean(x, axis=-1, keepdims=True)
-  return tf.reduce_sum(tf.square(x - mean), axis=-1) / (k - 1)
-
-
-def _autocovariance(x):
-  """Biased autocovariance per chain, ``acov[t] = 1/n sum_i xc_i xc_{i+t}``.
-
-  x: [P, M, n] -> [P, M, n].  Via FFT, zero-padded to a power of two >= 2n
-  so the circular correlation has no wrap-around.
-  """
-  n = x.shape[-1]
-  xc = x - tf.reduce_mean(x, axis=-1, keepdims=True)
-  length = 1 << (2 * n - 1).bit_length()
-  spectrum = tf.signal.rfft(xc, fft_length=[length])
-  power = tf.cast(tf.math.real(spectrum * tf.math.conj(spectrum)), spectrum.dtype)
-  acov = tf.signal.irfft(power, fft_length=[length])[..., :n]
-  return acov / n
-
-
-def _geyer_tau(rho):
-  """Integrated autocorrelation time from autocorrelations rho [P, n], n >= 2.
-
-  Geyer's initial monotone sequence as in Stan / Vehtari et al. (2021):
-  pairs ``P_k = rho_2k + rho_2k+1`` are summed while positive; the last pair
-  looked at is ``k* = min(first k with P_k <= 0, k_max)`` with ``k_max`` the
-  last pair the reference loop may reach (lags up to about n - 3); the
-  positive pairs are made monotone, ``P_k <- min_{j<=k} P_j``; and
-
-      tau = -1 + 2 sum_{k < k*} P_k + rho_2k*,
-
-  the last term (kept when positive, or when its pair was kept) is Stan's
-  bias correction for antithetic chains.  Vectorized: no data-dependent loop.
-  """
-  n = rho.shape[-1]
-  k_max = max(0, math.ceil((n - 3) / 2) - 1)
-  num_pairs = k_max + 1
-  even = rho[:, 0:2 * num_pairs:2]
-  odd = rho[:, 1:2 * num_pairs:2]
-  pairs = even + odd
-  leading_positive = tf.math.cumprod(tf.cast(pairs > 0., F64), axis=-1)
-  num_positive = tf.cast(tf.reduce_sum(leading_positive, axis=-1), tf.int32)
-  k_star = tf.minimum(num_positive, k_max)
-  monotone = _scan_extreme(pairs, tf.minimum, np.inf)
-  before = tf.range(num_pairs)[None, :] < k_star[:, None]
-  pair_sum = tf.reduce_sum(tf.where(before, monotone, 0.), axis=-1)
-  rho_last = tf.gather(even, k_star[:, None], batch_dims=1)[:, 0]
-  pair_last = tf.gather(pairs, k_star[:, None], batch_dims=1)[:, 0]
-  last = tf.where((rho_last > 0.) | (pair_last >= 0.), rho_last, 0.)
-  return -1. + 2. * pair_sum + last
-
-
-def _ess(x):
-  """Effective sample size of chains x [P, M, n] (Vehtari et al. 2021, eq. 10).
-
-      acov_m(t) = biased autocovariance of chain m,
-      W = mean_m acov_m(0) n / (n - 1),   var+ = (n - 1) / n W + var_m(mean_m),
-      rho_t = 1 - (W - mean_m acov_m(t)) / var+   (rho_0 = 1),
-      ESS = S / max(tau, 1 / log10 S),   tau from ``_geyer_tau``.
-
-  ESS is S where all draws of a parameter are equal.
-  """
-  p, m, n = x.shape
-  s = m * n
-  acov = _autocovariance(x)
-  chain_mean = tf.reduce_mean(x, axis=-1)
-  mean_var = tf.reduce_mean(acov[..., 0], axis=-1) * n / (n - 1.)
-  var_plus = mean_var * (n - 1.) / n
-  if m > 1:
-    var_plus += _var_ddof1(chain_mean)
-  rho = 1. - (mean_var[:, None] - tf.reduce_mean(acov, axis=1)) / var_plus[:, None]
-  rho = tf.concat([tf.ones([p, 1], F64), rho[:, 1:]], axis=-1)
-  tau = tf.maximum(_geyer_tau(rho), 1. / math.log10(s))
-  constant = tf.reduce_max(x, axis=[1, 2]) == tf.reduce_min(x, axis=[1, 2])
-  return tf.where(constant, tf.constant(float(s), F64), s / tau)
 
 
 def _ess_quantile(x, ordered, prob):
   """ESS of the indicator ``I(theta <= q_prob)`` on split chains; x [P, C, N]."""
-  q = _sorted_quantile(ordered, prob)
+  q = ranks.sorted_quantile(ordered, prob)
   indicator = tf.cast(x <= q[:, None, None], F64)
-  return _ess(_split_chains(indicator))
+  return autocorrelation.ess(_split_chains(indicator))
 
 
 def _bulk_ranks(x):
   """``(z, ordered)``: the rank-normalized split chains of x [P, C, N] and all
   draws sorted [P, C N] (one sort for both when N is even)."""
-  z, ordered = _rank_normalize(_split_chains(x))
+  z, ordered = ranks.rank_normalize(_split_chains(x))
   if x.shape[-1] % 2:  # the split dropped each chain's middle draw
-    ordered = _pooled_sorted(x)
+    ordered = ranks.pooled_sorted(x)
   return z, ordered
 
 
 def _rank_rhat(x, z, ordered):
   """``max(bulk, tail)`` rank-normalized split R-hat, given ``_bulk_ranks``."""
-  folded = tf.abs(x - _sorted_quantile(ordered, 0.5)[:, None, None])
-  return tf.maximum(_psrf(z), _psrf(_rank_normalize(_split_chains(folded))[0]))
+  folded = tf.abs(x - ranks.sorted_quantile(ordered, 0.5)[:, None, None])
+  return tf.maximum(_psrf(z), _psrf(ranks.rank_normalize(_split_chains(folded))[0]))
 
 
 def _tail_ess(x, ordered):
@@ -418,8 +209,8 @@ def _tail_ess(x, ordered):
 
 def _mcse_mean(x):
   """``sd / sqrt(ESS)`` of x [P, C, N]."""
-  sd = tf.sqrt(_var_ddof1(tf.reshape(x, [x.shape[0], -1])))
-  return sd / tf.sqrt(_ess(_split_chains(x)))
+  sd = tf.sqrt(autocorrelation.var_ddof1(tf.reshape(x, [x.shape[0], -1])))
+  return sd / tf.sqrt(autocorrelation.ess(_split_chains(x)))
 
 
 # -- public --------------------------------------------------------------------------
@@ -478,7 +269,7 @@ def ess(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  return _finish(_ess(_split_chains(x)), x, param_shape)
+  return _finish(autocorrelation.ess(_split_chains(x)), x, param_shape)
 
 
 @_by_parameter_blocks
@@ -492,7 +283,7 @@ def ess_bulk(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  return _finish(_ess(_rank_normalize(_split_chains(x))[0]), x, param_shape)
+  return _finish(autocorrelation.ess(ranks.rank_normalize(_split_chains(x))[0]), x, param_shape)
 
 
 @_by_parameter_blocks
@@ -509,7 +300,7 @@ def ess_tail(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = _draws_to_pcn(draws)
-  return _finish(_tail_ess(x, _pooled_sorted(x)), x, param_shape)
+  return _finish(_tail_ess(x, ranks.pooled_sorted(x)), x, param_shape)
 
 
 @_by_parameter_blocks
@@ -530,8 +321,8 @@ def convergence(draws):
   x, param_shape = _draws_to_pcn(draws)
   z, ordered = _bulk_ranks(x)
   return {key: _finish(value, x, param_shape) for key, value in dict(
-      ess_bulk=_ess(z), ess_tail=_tail_ess(x, ordered), r_hat=_rank_rhat(x, z, ordered),
-      mcse_mean=_mcse_mean(x)).items()}
+      ess_bulk=autocorrelation.ess(z), ess_tail=_tail_ess(x, ordered),
+      r_hat=_rank_rhat(x, z, ordered), mcse_mean=_mcse_mean(x)).items()}
 
 
 @_by_parameter_blocks
@@ -573,7 +364,7 @@ def mcse_quantile(draws, prob=0.5):
   if not 0. < prob < 1.:
     raise ValueError(f"`prob` must lie strictly between 0 and 1, got {prob}.")
   x, param_shape = _draws_to_pcn(draws)
-  ordered = _pooled_sorted(x)
+  ordered = ranks.pooled_sorted(x)
   s = ordered.shape[-1]
   e = _ess_quantile(x, ordered, prob)
   a, b = e * prob + 1., e * (1. - prob) + 1.
@@ -623,10 +414,10 @@ def nested_rhat(draws, superchains):
                      f"{m} chain(s) of {n} draw(s).")
   x4 = tf.reshape(x, [p, k, m, n])
   chain_mean = tf.reduce_mean(x4, axis=-1)                      # [P, K, M]
-  within = tf.reduce_mean(_var_ddof1(x4), axis=-1)              # 0 when N = 1
-  between_chains = _var_ddof1(chain_mean)                       # 0 when M = 1
+  within = tf.reduce_mean(autocorrelation.var_ddof1(x4), axis=-1)              # 0 when N = 1
+  between_chains = autocorrelation.var_ddof1(chain_mean)                       # 0 when M = 1
   superchain_mean = tf.reduce_mean(chain_mean, axis=-1)         # [P, K]
-  b_nu = _var_ddof1(superchain_mean)
+  b_nu = autocorrelation.var_ddof1(superchain_mean)
   w_nu = tf.reduce_mean(between_chains + within, axis=-1)
   return _finish(tf.sqrt(1. + b_nu / w_nu), x, param_shape)
 
