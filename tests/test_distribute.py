@@ -102,6 +102,8 @@ def test_sharded_log_prob_and_gradient_equal_single_device(strategies, parallel)
   for r, strategy in strategies.items():
     sharded = ShardedTarget(target, strategy, parallel, model=logistic)
     assert isinstance(sharded, ed.model.Density)
+    # The density and nothing more: the model's description is base's.
+    assert not hasattr(sharded, "constrain") and sharded.base is target
     lp, g = tf.function(sharded.value_and_gradient_flat)(flat)
     np.testing.assert_allclose(lp, lp0, rtol=1e-12, err_msg=f"{r} replicas")
     np.testing.assert_allclose(g, g0, rtol=1e-10, atol=1e-12, err_msg=f"{r} replicas")

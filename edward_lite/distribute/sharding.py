@@ -48,10 +48,11 @@ PARALLEL_MODES = SHARDED_MODES + ("chain_groups",)
 class ShardedTarget:
   """A ``Target`` evaluated across the replicas of ``strategy``.
 
-  Implements ``target.Density``: ``log_prob``, ``log_prob_flat``,
-  ``log_joint``, ``value_and_gradient_flat`` and ``with_data`` run
-  distributed; every other public member (shapes, bijectors, layout,
-  ``constrain``) is the wrapped target's.
+  Implements ``target.Density`` and nothing more: ``log_prob``,
+  ``log_prob_flat``, ``log_joint``, ``value_and_gradient_flat`` and
+  ``with_data`` run distributed; ``names``, ``latents``, ``dim``, ``dtype``
+  and ``layout`` are the full-data target's (``base``).  The model's
+  description (constrain, prior draws, log-likelihood) is asked of ``base``.
 
   Args:
     target: the full-data ``Target``.
@@ -94,13 +95,26 @@ class ShardedTarget:
     self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile,
                                    autograph=False)
 
-  def __getattr__(self, name):
-    # The rest of the ``Density`` interface and the target's public API
-    # (static description, layout, constrain, simulation) is the wrapped
-    # target's: it does not depend on where the data live.
-    if name == "base" or name.startswith("_"):  # "base" not yet set: while copying
-      raise AttributeError(name)
-    return getattr(self.base, name)
+  # -- the static part of ``Density``: the full-data target's -------------------
+  @property
+  def names(self):
+    return self.base.names
+
+  @property
+  def latents(self):
+    return self.base.latents
+
+  @property
+  def dim(self):
+    return self.base.dim
+
+  @property
+  def dtype(self):
+    return self.base.dtype
+
+  @property
+  def layout(self):
+    return self.base.layout
 
   def __repr__(self):
     return (f"<ed.ShardedTarget {self.parallel}-parallel over {self.replicas} replicas of "

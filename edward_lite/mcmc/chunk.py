@@ -70,12 +70,14 @@ class ChunkInputs(NamedTuple):
   split_at: tf.Tensor       # the iteration the second half of the draws starts at
 
 
-def run_chunk(target, kernel, state, inputs, capacity):
+def run_chunk(target, density, kernel, state, inputs, capacity):
   """Runs ``inputs.n`` transitions from ``state``; keeps up to ``capacity``
   draws.
 
   Args:
-    target: the model's ``Target`` (``log_prob_flat``, ``constrain_flat``).
+    target: the model's ``Target`` (``constrain_flat``, ``constrained_dim``).
+    density: the ``Density`` whose ``log_prob_flat`` the kernel moves on
+      (the target itself, or a ``ShardedTarget`` of it).
     kernel: a ``base.Kernel``.
     state: a ``ChunkState``.
     inputs: a ``ChunkInputs`` of Tensors, so one trace serves every call.
@@ -93,7 +95,7 @@ def run_chunk(target, kernel, state, inputs, capacity):
   chains = state.u.shape[0]
 
   def log_prob(z):
-    return target.log_prob_flat(to_u(z, metric))
+    return density.log_prob_flat(to_u(z, metric))
 
   stat_dtypes = base.TransitionInfo.dtypes(dtype)
   buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}

@@ -44,21 +44,25 @@ class Program:
       cls._cache.move_to_end(key)
       return cls._cache[key]
     target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
+    density = target
     if strategy is not None:
       if parallel == "chains" and chains % strategy.num_replicas_in_sync:
         raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
                          f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
-      target = ShardedTarget(target, strategy, parallel, model=model,
-                                        jit_compile=jit_compile)
-    program = cls(target, kernel, fingerprint, jit_compile=jit_compile)
+      density = ShardedTarget(target, strategy, parallel, model=model, jit_compile=jit_compile)
+    program = cls(target, kernel, fingerprint, jit_compile=jit_compile, density=density)
     if fingerprint.key is not None:
       cls._cache[key] = program
       while len(cls._cache) > cls.MAX_CACHED:
         cls._cache.popitem(last=False)
     return program
 
-  def __init__(self, target, kernel, fingerprint, jit_compile=True):
-    if not target.names and getattr(target, "enumerated_names", ()):
+  def __init__(self, target, kernel, fingerprint, jit_compile=True, density=None):
+    """``target``: the model's ``Target`` (its description: names, shapes,
+    constrain, prior draws); ``density``: the ``Density`` the compiled
+    functions evaluate (a ``ShardedTarget`` across replicas; default the
+    target itself)."""
+    if not target.names and target.enumerated_names:
       raise ValueError(f"The program's only latent variables {list(target.enumerated_names)} "
                        "are discrete and summed out exactly, so there is nothing to sample; "
                        "give the model a continuous latent, or compute their posterior by "
@@ -70,10 +74,11 @@ class Program:
       raise TypeError("MCMC needs all latent variables in one floating dtype; "
                       f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
     self.target, self.kernel, self.fingerprint = target, kernel, fingerprint
+    self.density = density = target if density is None else density
     self.compiled = False
     # A sharded target calls strategy.run, which XLA cannot hold: its
     # replicas' parts are compiled instead.
-    jit = bool(jit_compile) and not isinstance(target, ShardedTarget)
+    jit = bool(jit_compile) and density is target
     if jit and target.has_unbounded_loops:
       warnings.warn("The program has a tf.while_loop without maximum_iterations, whose "
                     "gradient XLA cannot compile: sampling without XLA (slower); give the "
@@ -83,15 +88,15 @@ class Program:
 
     def run_chunk(state, inputs, capacity):
       with base.random_algorithm(alg):
-        return chunk.run_chunk(target, kernel, state, inputs, capacity)
+        return chunk.run_chunk(target, density, kernel, state, inputs, capacity)
 
     self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit, autograph=False)
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
-    self.log_prob = tf.function(target.log_prob_flat, autograph=False)
+    self.log_prob = tf.function(density.log_prob_flat, autograph=False)
     self._value_and_gradient_fn = tf.function(
-        lambda u: tfp.math.value_and_gradient(target.log_prob_flat, u), autograph=False)
+        lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u), autograph=False)
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
@@ -145,7 +150,7 @@ class Program:
     else:
       u = tf.random.stateless_uniform([chains, target.dim], init_seed, -radius, radius,
                                       dtype=target.dtype)
-    return u, target.log_prob_flat(u)
+    return u, self.density.log_prob_flat(u)
 
   def state_template(self, chains, pooled, rank=0):
     """A ``ChunkState`` of the right structure, shapes and dtypes (values

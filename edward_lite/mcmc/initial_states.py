@@ -56,7 +56,7 @@ def initial_state(program, init, chains, seed, radius, max_tries):
         "not differentiable there (sqrt or log of 0). Start elsewhere with init=, or compute "
         "the term in log space.")
   # Which term is not finite, and why (shared with ed.vi.fit's diagnosis).
-  reason = nonfinite.explain(getattr(target, "base", target), u[bad], "initial points")
+  reason = nonfinite.explain(target, u[bad], "initial points")
   raise ValueError(
       f"{int(bad.sum())} of {chains} chains have a non-finite initial log density {tried}"
       + (f": {reason[0].lower()}{reason[1:]}" if reason else ".")

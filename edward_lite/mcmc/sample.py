@@ -319,8 +319,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   run_chunks(run_chunk, step, run_schedule[-1].end, timings, progress=progress,
              label="sampling", checkpointer=ckpt, callback=callback)
-  base_target = getattr(target, "base", target)  # a ShardedTarget's full-data target
-  return MCMCResult.build(base_target, kernel, kept, totals, state, chains=chains,
+  return MCMCResult.build(target, kernel, kept, totals, state, chains=chains,
                           warmup=schedule.warmup_length(run_schedule), draws=draws, thin=thin,
                           keep_draws=keep_draws, timings=timings, seed=seed)
 
