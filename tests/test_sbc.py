@@ -187,3 +187,11 @@ def test_a_model_without_latents_is_refused():
     return ed.Normal(0., 1., name="y")
   with pytest.raises(ValueError, match="no latent"):
     ed.sbc(data_only, observed=["y"], simulations=10)
+
+
+def test_flows_fall_back_to_one_fit_per_data_set():
+  result = ed.sbc(regression, X_ORTHOGONAL, observed=["y"], family="realnvp", simulations=2,
+                  steps=50, max_rank=9, seed=0)
+  assert not result.method["vectorized"]
+  assert result.ranks["w"].shape == (2, 2)
+  assert np.all((result.ranks["w"] >= 0) & (result.ranks["w"] <= 9))
