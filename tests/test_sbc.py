@@ -2,8 +2,9 @@
 
 Every kernel and the batched VI families pass on two small models at a fixed
 seed, and deliberately broken inference -- a random walk without its
-Metropolis correction, a VI fit whose scale is held too small, a mean-field
-fit of a correlated posterior -- fails the uniformity test: the test can fail.
+Metropolis correction, NUTS on a density with the Jacobian of a positive
+parameter dropped, a VI fit whose scale is held too small, a mean-field fit
+of a correlated posterior -- fails the uniformity test: the test can fail.
 """
 
 import numpy as np
@@ -195,3 +196,23 @@ def test_flows_fall_back_to_one_fit_per_data_set():
   assert not result.method["vectorized"]
   assert result.ranks["w"].shape == (2, 2)
   assert np.all((result.ranks["w"] >= 0) & (result.ranks["w"] <= 9))
+
+
+class DroppedJacobian(SimulationTarget):
+  """Broken on purpose: the density misses log|dx/du| of the constrained
+  latents (here sigma = exp(u): a missing factor sigma)."""
+
+  def _one(self, mode):
+    def fn(values, observed):
+      run = ed.Target.with_data(self, observed=observed).run(values, mode)
+      return run.log_prob - tf.add_n([run.terms[f"{n} (Jacobian)"] for n in self.names])
+    return fn
+
+
+def test_dropped_jacobian_fails(monkeypatch):
+  from edward_lite.analysis import sbc_run  # pylint: disable=import-outside-toplevel
+  monkeypatch.setattr(sbc_run, "SimulationTarget", DroppedJacobian)
+  result = ed.sbc(normal_scale, 3, observed=["y"], kernel="nuts", seed=1,
+                  **dict(MCMC, simulations=200))
+  assert result.p_values["sigma"] < 1e-3, result.summary()
+  assert result.summary().loc["sigma", "rank_mean"] > 0.55  # posteriors too low: truths rank high
