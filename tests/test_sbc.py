@@ -115,10 +115,20 @@ def test_meanfield_on_a_correlated_posterior_fails():
   assert result.min_p_value < 1e-3, result.summary()
 
 
-def test_simulation_target_reads_its_own_data_per_chain():
+def scan_walk(n):
+  """A program with a loop: the target evaluates chains one by one (map_fn)."""
+  rho = ed.Uniform(-0.9, 0.9, name="rho")
+  sigma = ed.HalfNormal(1., name="sigma")
+  mean = tf.scan(lambda a, x: rho * a + x, tf.ones([n]), initializer=0.)
+  return ed.Normal(mean, sigma, name="y")
+
+
+@pytest.mark.parametrize("model", [normal_scale, scan_walk])
+def test_simulation_target_reads_its_own_data_per_chain(model):
   sims, per = 3, 2
   y = np.random.default_rng(0).normal(size=(sims, 10)).astype(np.float32)
-  base = ed.make_target(normal_scale, 10, observed={"y": y[0]})
+  base = ed.make_target(model, 10, observed={"y": y[0]})
+  assert base.has_loops == (model is scan_walk)
   target = SimulationTarget(base, {"y": y}, per)
   u = tf.constant(np.random.default_rng(1).normal(size=(sims * per, 2)), tf.float32)
   lp, grad = target.value_and_gradient_flat(u)
