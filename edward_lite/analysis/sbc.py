@@ -226,7 +226,10 @@ class SBCResult:
     and chi-square p-values, and the mean and sd of the normalized ranks
     ``r / L`` (0.5 and about 0.289 when uniform; a low sd means too wide
     posteriors' humped ranks, a high one too narrow posteriors' U)."""
-    import pandas as pd  # pylint: disable=import-outside-toplevel
+    try:
+      import pandas as pd  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+      raise ImportError("SBCResult.summary() needs pandas: pip install pandas.") from e
     rows = []
     for name, r in self.ranks.items():
       flat = r.reshape(len(r), -1) / self.max_rank
