@@ -226,3 +226,10 @@ def test_dropped_jacobian_fails(monkeypatch):
                   **dict(MCMC, simulations=200))
   assert result.p_values["sigma"] < 1e-3, result.summary()
   assert result.summary().loc["sigma", "rank_mean"] > 0.55  # posteriors too low: truths rank high
+
+
+def test_autocorrelated_draws_are_warned_about():
+  with pytest.warns(RuntimeWarning, match="bulk ESS"):
+    result = ed.sbc(normal_scale, 10, observed=["y"], kernel="rwmh", simulations=20,
+                    warmup=50, draws=50, max_rank=99, seed=0)
+  assert result.diagnostics["ess_bulk"]["mu"].shape == (20,)

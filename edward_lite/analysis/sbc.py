@@ -182,8 +182,9 @@ class SBCResult:
     truth: dict name -> ``[S, *shape]`` prior draws of the latents.
     method: what ran (kernel or family and its settings).
     timings: seconds (``simulate_s``, ``inference_s``, ``ranks_s``, ``total_s``).
-    diagnostics: per-simulation numbers of the inference (e.g.
-      ``divergences [S]``).
+    diagnostics: per-simulation numbers of the inference: MCMC's
+      ``divergences [S]`` and ``ess_bulk`` (name -> ``[S, *shape]``, each
+      data set's bulk ESS from its chains), VI's ``elbo [S]``.
   """
   ranks: Dict[str, np.ndarray]
   max_rank: int
@@ -192,7 +193,7 @@ class SBCResult:
   truth: Dict[str, np.ndarray]
   method: Dict[str, Any]
   timings: Dict[str, float]
-  diagnostics: Dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
+  diagnostics: Dict[str, Any] = dataclasses.field(default_factory=dict)
   seed: int = 0
 
   @classmethod

@@ -38,6 +38,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.analysis import diagnostics
 from edward_lite.analysis.sbc import SBCResult
 from edward_lite.checks import arguments
 from edward_lite.language import dtypes
@@ -74,7 +75,9 @@ def sbc(model, *args, observed=None, simulations=200, kernel=None, family=None, 
     warmup, draws: MCMC warmup and kept iterations per chain.
     max_rank: ``L``, posterior draws per data set used for a rank (ranks in
       ``0 .. L``); MCMC needs ``chains * draws >= L`` and is thinned to
-      ``L`` -- keep ``chains * draws / L`` above the autocorrelation time.
+      ``L`` -- keep ``chains * draws / L`` above the autocorrelation time
+      (a ``RuntimeWarning`` says when the median data set's bulk ESS is
+      below ``L``).
     steps, samples, learning_rate: VI steps, draws per step and the initial
       Adam rate (default by family).
     seed: integer seed of everything (simulation, inference, tests).
@@ -181,16 +184,35 @@ def _mcmc(base, sims, names, kernel, simulations, chains, warmup, draws, max_ran
   result = sample(target, kernel=kernel, chains=simulations * chains, warmup=warmup,
                   draws=draws, seed=seed, pooled=pooled, adaptive_warmup=False,
                   progress=progress, jit_compile=jit_compile)
-  posterior = {}
+  posterior, ess = {}, {}
   for n in base.names:
     x = result.draws[n]  # [draws, S K, *shape]
     x = x.reshape((draws, simulations, chains) + x.shape[2:])
+    if draws >= 4:  # each data set's bulk ESS from its K chains: [S, *shape]
+      ess[n] = np.asarray(diagnostics.ess_bulk(np.moveaxis(x, 1, 2)))
     x = np.moveaxis(x, 0, 2).reshape((simulations, chains * draws) + x.shape[3:])
     posterior[n] = thin_evenly(x, max_rank)
+  _warn_if_autocorrelated(ess, max_rank)
   divergent = np.asarray(result.sample_stats["diverging"]).reshape(draws, simulations, chains)
   method = dict(name=kernel.name, kernel=kernel.settings(), chains=chains, warmup=warmup,
                 draws=draws, pooled=pooled, timings=dict(result.timings))
-  return posterior, method, {"divergences": divergent.sum(axis=(0, 2))}
+  return posterior, method, {"divergences": divergent.sum(axis=(0, 2)), "ess_bulk": ess}
+
+
+def _warn_if_autocorrelated(ess, max_rank):
+  """Warns when the median data set's smallest bulk ESS is below ``L``: the
+  ``L`` thinned draws are then autocorrelated, and autocorrelated draws make
+  even a correct sampler's ranks look too narrow (U-shaped)."""
+  if not ess:
+    return
+  per_simulation = np.min(np.stack([e.reshape(len(e), -1).min(axis=1) for e in ess.values()]),
+                          axis=0)
+  median = float(np.median(per_simulation))
+  if median < max_rank:
+    warnings.warn(f"The median data set's smallest bulk ESS is {median:.0f}, below "
+                  f"max_rank={max_rank}: the ranked draws are autocorrelated, which makes a "
+                  "correct sampler look miscalibrated; raise draws or lower max_rank.",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _vi(model, args, kwargs, base, sims, names, family, simulations, steps, samples,
