@@ -125,7 +125,7 @@ def sbc(model, *args, observed=None, simulations=200, kernel=None, family=None, 
     raise ValueError("The program has no continuous latent variable to calibrate (only "
                      "summed-out discrete ones).")
   sims = simulation.map_draws(lambda _, s: simulation.simulate(run_program, {}, s), {},
-                              seed=tf.random.experimental.stateless_fold_in(seed_t, 0x5BC),
+                              seed=seeds.stream(seed_t, "sbc_simulations"),
                               count=simulations)
   bad = [n for n in names if not np.all(np.isfinite(sims[n]))] if any(
       np.asarray(sims[n]).dtype.kind == "f" for n in names) else []
@@ -223,9 +223,9 @@ def _vi(model, args, kwargs, base, sims, names, family, simulations, steps, samp
     target = SimulationTarget(base, {n: sims[n] for n in names}, samples)
     params, elbo = batched.fit_batched(target, family, steps, samples,
                                        learning_rate or family.learning_rate,
-                                       seeds.stream(seed_t, "vi_draws"), jit_compile)
+                                       seeds.stream(seed_t, "sbc_vi_steps"), jit_compile)
     posterior = batched.draw_constrained(target, family, params, max_rank,
-                                         seeds.stream(seed_t, "vi_weighted_draws"))
+                                         seeds.stream(seed_t, "sbc_vi_draws"))
     return posterior, dict(name=family.name, vectorized=True, steps=steps,
                            samples=samples), {"elbo": elbo}
   from edward_lite.vi.fit import fit  # pylint: disable=import-outside-toplevel
