@@ -32,6 +32,8 @@ from edward_lite import distribute, mcmc, ode, vi
 from edward_lite.analysis import diagnostics, psis
 from edward_lite.analysis.graph import graph, model_graph
 from edward_lite.analysis.predictive import posterior_predictive, prior_predictive
+from edward_lite.analysis.sbc import SBCResult
+from edward_lite.analysis.sbc_run import sbc
 from edward_lite.language.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.language.distributions import (CONSTRUCTORS, as_random_variable,
                                                 make_random_variable)
@@ -57,7 +59,7 @@ __all__ = sorted(CONSTRUCTORS) + [
     "reparameterize",
     # the target, inference and analysis
     "make_target", "Target", "mcmc", "vi", "ode", "distribute", "diagnostics", "psis",
-    "posterior_predictive", "prior_predictive", "graph", "model_graph", "plot", "load", "__version__",
+    "posterior_predictive", "prior_predictive", "sbc", "SBCResult", "graph", "model_graph", "plot", "load", "__version__",
 ]
 
 

@@ -1,4 +1,5 @@
-"""Plots of inference results: ``ed.plot.trace``, ``pair``, ``elbo``, ``khat``.
+"""Plots of inference results: ``ed.plot.trace``, ``pair``, ``elbo``, ``khat``, ``sbc``
+(the last in ``plot_sbc``).
 
 Trace, rank, pair and LOO k-hat plots are ArviZ's (0.2x or 1.x, through
 ``arviz_compat``), drawn from ``result.to_arviz()`` with titles and axis
@@ -19,8 +20,9 @@ import numpy as np
 
 from edward_lite.analysis import arviz_compat
 from edward_lite.analysis import psis
+from edward_lite.analysis.plot_sbc import sbc
 
-__all__ = ["trace", "pair", "elbo", "khat"]
+__all__ = ["trace", "pair", "elbo", "khat", "sbc"]
 
 DPI = 100
 KHAT_LIMIT = 0.7  # Pareto k-hat above which importance-weighted estimates are unreliable

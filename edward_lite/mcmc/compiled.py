@@ -5,7 +5,9 @@ compiled functions the driver calls: the chunk of transitions, the draws of
 initial states and the initial ``ChunkState``.  The cache key is the
 program's code and data by content (``fingerprints.fingerprint``), the kernel's
 settings, the number of chains and the pooling, so a new seed or new run
-lengths reuse the compiled program.
+lengths reuse the compiled program.  A ``Target`` given in place of a model
+(``ed.sbc``'s ``SimulationTarget``) is used as it is and never cached: it
+cannot be identified by content.
 """
 
 import collections
@@ -19,7 +21,7 @@ from edward_lite.distribute.strategies import resolve
 from edward_lite.language import tracing
 from edward_lite.runtime import console, fingerprints
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
-from edward_lite.model.target import make_target
+from edward_lite.model.target import Target, make_target
 
 __all__ = ["Program"]
 
@@ -35,6 +37,13 @@ class Program:
   @classmethod
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
           parallel="data", jit_compile=True, dtype=None):
+    if isinstance(model, Target):
+      if args or kwargs or observed or strategy is not None or dtype is not None:
+        raise ValueError("A prebuilt target carries its data and dtype: give no arguments, "
+                         "observed=, dtype= or strategy= with it.")
+      return cls(model, kernel, fingerprints.Fingerprint(
+          type(model).__name__, None, None, "a prebuilt target is not identified by content"),
+                 jit_compile=jit_compile)
     strategy = resolve(strategy, parallel)
     fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
                                           tracing.active_tracers())

@@ -64,7 +64,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
 
   Args:
-    model: an edward_lite program.
+    model: an edward_lite program, or a prebuilt ``Target`` (e.g.
+      ``ed.sbc``'s ``SimulationTarget``), which then carries the arguments,
+      data and dtype and is compiled afresh (never cached).
     *args, **kwargs: its arguments (keywords not listed here go to ``model``).
     observed: dict name -> observed value.
     kernel: ``"nuts"``, ``"hmc"``, ``"rwmh"``, ``"chees"`` or a kernel object

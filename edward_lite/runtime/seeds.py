@@ -27,7 +27,10 @@ STREAMS = dict(
     vi_start_draws=13,        # VI's init="auto": the fixed draws of its blurred density
     vi_weighted_draws=0x51,   # a fit's draws with importance weights
     vi_draws=0x52,            # a fit's draws
-    enumerated_draws=0xE0)    # summed-out discrete latents drawn after a run
+    enumerated_draws=0xE0,    # summed-out discrete latents drawn after a run
+    sbc_simulations=0x5BC,    # ed.sbc's prior draws of parameters and data
+    sbc_vi_steps=0x5BD,       # ed.sbc's batched VI: the draws of each step
+    sbc_vi_draws=0x5BE)       # ed.sbc's batched VI: the surrogates' ranked draws
 
 
 def stream(seed, name):
