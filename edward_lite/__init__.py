@@ -59,7 +59,8 @@ __all__ = sorted(CONSTRUCTORS) + [
     "reparameterize",
     # the target, inference and analysis
     "make_target", "Target", "mcmc", "vi", "ode", "distribute", "diagnostics", "psis",
-    "posterior_predictive", "prior_predictive", "sbc", "SBCResult", "graph", "model_graph", "plot", "load", "__version__",
+    "posterior_predictive", "prior_predictive", "sbc", "SBCResult", "graph", "model_graph",
+    "plot", "load", "__version__",
 ]
 
 
