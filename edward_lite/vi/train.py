@@ -111,6 +111,10 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
                          "let ed.vi.train build the networks (do not call them before) or "
                          "build them under the strategy's scope.")
     optimizer = _optimizer(optimizer, learning_rate)
+    made_in = getattr(optimizer, "_distribution_strategy", None)  # tf_keras records it
+    if strategy is not None and made_in is not None and made_in is not strategy:
+      raise ValueError("optimizer= was created outside strategy.scope(); create it under "
+                       "the scope, or give learning_rate= and let ed.vi.train create it.")
     optimizer.build(variables)
   seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
   opt_vars = list(optimizer.variables)
@@ -129,7 +133,9 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
   scalars = Scalars(tensorboard_dir, optimizer, saved)
   evaluator = Evaluator(program, evaluate, seed_t, jit_compile)
   if start >= total:
-    return scalars.result(variables, start, evaluator, program)
+    result = scalars.result(variables, start, evaluator, program)
+    result.optimizer = optimizer
+    return result
 
   pipeline = amortized.with_noise(dataset, program.noise_spec,
                                   seeds.stream(seed_t, "vi_train_noise"), start)
@@ -163,6 +169,7 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
   run_chunks(run_chunk, start, total, {}, progress=progress, label="training",
              checkpointer=ckpt)
   result = scalars.result(variables, total, evaluator, program)
+  result.optimizer = optimizer
   result.timings.update(timings, steps_per_s=timings["timed_steps"] /
                         max(timings["train_s"], 1e-9))
   return result
@@ -173,7 +180,12 @@ def _compiled_calls(program, variables, optimizer, strategy, jit_compile):
   step's ``log_likelihood, log_prior, log_q`` summed over its batch and its
   number of rows (summed over the replicas)."""
 
-  @tf.function(jit_compile=bool(jit_compile), autograph=False)
+  # One device: the whole step (ELBO, gradient, update) is one XLA program.
+  # Under a strategy XLA cannot hold the all-reduce: each replica compiles its
+  # ELBO and gradient.
+  whole_step = strategy is None and bool(jit_compile)
+
+  @tf.function(jit_compile=bool(jit_compile) and not whole_step, autograph=False)
   def sums_and_grads(batch, noise, global_rows):
     with tf.GradientTape() as tape:
       terms = program.terms(batch, noise)
@@ -189,6 +201,9 @@ def _compiled_calls(program, variables, optimizer, strategy, jit_compile):
     sums, grads = sums_and_grads(batch, noise, global_rows)
     optimizer.apply_gradients(zip(grads, variables))
     return tf.concat([tf.cast(sums, tf.float32), [rows]], 0)
+
+  if whole_step:
+    replica_step = tf.function(replica_step, jit_compile=True, autograph=False)
 
   @tf.function
   def run(iterator, n):

@@ -40,12 +40,14 @@ class TrainResult:
     timings: seconds: ``compile_s`` (the first call, its steps included),
       ``train_s`` (the other calls), and ``steps_per_s`` after the first call.
     variables: the trained variables (model's and guide's).
+    optimizer: the optimizer, with its state.
   """
   history: dict
   evaluations: list
   steps: int
   timings: dict
   variables: list
+  optimizer: object = dataclasses.field(repr=False, default=None)
   _evaluator: object = dataclasses.field(repr=False, default=None)
 
   def elbo(self, dataset):
