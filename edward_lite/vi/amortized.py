@@ -6,8 +6,11 @@ that is a parameter of the model (or of the guide) is passed to it as a
 keyword argument; a key that names a random variable of the model is its
 observed value (a key may be both, as ``x`` in ``model(x)`` drawing
 ``ed.Bernoulli(..., name="x")``).  Every other random variable of the model
-is a *latent*, which the guide must draw under the same name.  Every random
-variable is per-datapoint: its log density has the batch on its first axis.
+is a *latent*, which the guide must draw under the same name (a fully
+observed model, e.g. an autoregressive one, takes ``guide=None``: the terms
+below without ``z`` are its log-likelihood, trained by maximum likelihood).
+Every random variable is per-datapoint: its log density has the batch on its
+first axis.
 
 For example ``i`` of the batch the guide draws ``z_i = g_phi(eps_i; x_i)``
 from standard-normal noise ``eps_i`` (``Normal``: ``loc + scale * eps``;
@@ -87,7 +90,7 @@ class BatchProgram:
 
   def __init__(self, model, guide, element_spec):
     for what, fn in (("model", model), ("guide", guide)):
-      if not callable(fn):
+      if not callable(fn) and not (what == "guide" and fn is None):
         raise TypeError(f"{what}= must be a callable edward_lite program; got "
                         f"{type(fn).__name__}.")
     if not isinstance(element_spec, dict) or not element_spec or not all(
@@ -98,7 +101,7 @@ class BatchProgram:
     self.model, self.guide, self.spec = model, guide, element_spec
     params, self._model_any = _parameters(model)
     self._model_keys = [k for k in element_spec if self._model_any or k in params]
-    params, guide_any = _parameters(guide)
+    params, guide_any = _parameters(guide) if guide is not None else (set(), False)
     self._guide_keys = [k for k in element_spec if guide_any or k in params]
     self.observed, self.latents, self.noise_spec = None, None, None
 
@@ -119,9 +122,14 @@ class BatchProgram:
         raise ValueError(f"No dataset= key names a random variable of the model (it has "
                          f"{names}; the keys are {list(self.spec)}); the data must be observed.")
       latents = [n for n in names if n not in self.observed]
-      if not latents:
+      if self.guide is None and latents:
+        raise ValueError(f"The model has latent(s) {latents}; give a guide= that draws them "
+                         "(guide=None is for a fully observed model, trained by maximum "
+                         "likelihood).")
+      if self.guide is not None and not latents:
         raise ValueError(f"The model has no latent random variable (all of {names} are "
-                         "observed): there is nothing for a guide to infer.")
+                         "observed): there is nothing for a guide to infer; pass guide=None "
+                         "to train it by maximum likelihood.")
       drawn = self._guide_draws(batch)
       extra = [n for n in drawn if n not in latents]
       if extra:
@@ -152,6 +160,8 @@ class BatchProgram:
     else TFP's own draw, for the first inspection).  ``log_q``: a list the
     per-example ``log q`` terms are appended to."""
     out = {}
+    if self.guide is None:
+      return out
 
     def tracer(fn, *args, **kwargs):
       name = kwargs.get("name")
@@ -194,9 +204,11 @@ class BatchProgram:
         self.model(**{k: batch[k] for k in self._model_keys})
     parts = {n: _per_example(rv.distribution.log_prob(rv.value), rows, n)
              for n, rv in rvs.items()}
-    return dict(log_likelihood=tf.add_n([parts[k] for k in self.observed]),
-                log_prior=tf.add_n([parts[n] for n in self.latents]),
-                log_q=tf.add_n(q_terms))
+    log_likelihood = tf.add_n([parts[k] for k in self.observed])
+    zero = tf.zeros_like(log_likelihood)  # no latents: maximum likelihood
+    return dict(log_likelihood=log_likelihood,
+                log_prior=tf.add_n([zero] + [parts[n] for n in self.latents]),
+                log_q=tf.add_n([zero] + q_terms))
 
 
 def _rows(batch):

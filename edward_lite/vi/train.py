@@ -52,7 +52,9 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
       Keras layers it calls are trained too.
     guide: a program drawing every latent of the model under its name from
       Keras networks, called with the dataset keys it takes as arguments
-      (``guide(x)`` drawing ``ed.Normal(mu(x), sigma(x), name="z")``).
+      (``guide(x)`` drawing ``ed.Normal(mu(x), sigma(x), name="z")``); None
+      for a fully observed model (an autoregressive one), whose
+      log-likelihood is then maximized (``kl`` is 0).
     dataset: a finite ``tf.data.Dataset`` of batches, dicts ``key -> [b, ...]``
       (one pass over the data; it is repeated).  Shuffle it with a ``seed``
       for a reproducible (and resumable) run; with a strategy, batch it with
