@@ -88,17 +88,25 @@ def test_linear_vae_reaches_the_exact_ppca_likelihood():
 def test_data_parallel_update_equals_single_device_update():
   x = ppca_data(1)[:64]
   kwargs = dict(steps=4, seed=3, steps_per_call=2, progress=False)
+  held_out = tf.data.Dataset.from_tensor_slices({"x": ppca_data(9)[:40]}).batch(20)
+  kwargs.update(evaluate=held_out)
   single = ed.vi.train(*linear_vae(), batches(x, 16, True),
                        optimizer=tf_keras.optimizers.SGD(0.05), **kwargs)
   mirrored = ed.distribute.strategy("mirrored", devices=LOGICAL_CPUS[:2])
+  with pytest.raises(ValueError, match="optimizer= was created outside strategy.scope()"):
+    ed.vi.train(*linear_vae(), batches(x, 16, True), optimizer=tf_keras.optimizers.SGD(0.05),
+                strategy=mirrored, **kwargs)
   with mirrored.scope():
     optimizer = tf_keras.optimizers.SGD(0.05)
   data = ed.vi.train(*linear_vae(), batches(x, 16, True), optimizer=optimizer,
                      strategy=mirrored, **kwargs)
   assert all(len(v.values) == 2 for v in data.variables)  # mirrored
   np.testing.assert_allclose(data.history["elbo"], single.history["elbo"], rtol=1e-5)
+  np.testing.assert_allclose(data.evaluations[-1]["elbo"], single.evaluations[-1]["elbo"],
+                             rtol=1e-5)
   initial = values(ed.vi.train(*linear_vae(), batches(x, 16, True), steps=1, seed=3,
-                               optimizer=tf_keras.optimizers.SGD(0.), progress=False))
+                               optimizer=tf_keras.optimizers.SGD(0.), progress=False,
+                               jit_compile=False))
   assert max(np.abs(a - b).max() for a, b in zip(values(single), initial)) > 1e-3  # it moved
   for got, want in zip(values(data), values(single)):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
@@ -122,11 +130,31 @@ def test_resumed_run_is_bit_identical(tmp_path):
 
 def test_same_seed_same_run_other_seed_other_run():
   x = ppca_data(3)[:64]
-  runs = [ed.vi.train(*linear_vae(), batches(x, 32), steps=4, seed=s, progress=False)
-          for s in (7, 7, 8)]
+  runs = [ed.vi.train(*linear_vae(), batches(x, 32), epochs=2, seed=s, progress=False,
+                      jit_compile=False) for s in (7, 7, 8)]
+  assert runs[0].steps == 4 and runs[0].history["elbo"].shape == (4,)  # 2 epochs of 2
   for a, b in zip(values(runs[0]), values(runs[1])):
     np.testing.assert_array_equal(a, b)
   assert any(not np.array_equal(a, b) for a, b in zip(values(runs[0]), values(runs[2])))
+
+
+def test_fully_observed_model_reaches_the_maximum_likelihood():
+  """``guide=None``: ``x_i ~ N(m, s^2)`` with trainable ``m, log s`` reaches
+  the sample mean and standard deviation, and the log-likelihood per example
+  ``-1/2 (log(2 pi s^2) + 1)`` there."""
+  x = ppca_data(5)[:, 0]
+  loc, log_scale = tf.Variable(0.), tf.Variable(0.)
+
+  def model(x):
+    return ed.Normal(loc + tf.zeros_like(x), tf.exp(log_scale), name="x")
+
+  data = tf.data.Dataset.from_tensor_slices({"x": x}).batch(N)
+  result = ed.vi.train(model, None, data, steps=600, learning_rate=0.05, progress=False)
+  np.testing.assert_allclose(loc.numpy(), x.mean(), atol=2e-3)
+  np.testing.assert_allclose(np.exp(log_scale.numpy()), x.std(), rtol=2e-3)
+  best = -0.5 * (np.log(2 * np.pi * x.var()) + 1)
+  np.testing.assert_allclose(result.history["elbo"][-1], best, atol=1e-4)
+  assert not result.history["kl"].any()
 
 
 def test_tensorboard_scalars(tmp_path):
@@ -187,6 +215,9 @@ def test_bad_input_is_one_sentence_before_compiled_work():
   def guide_global(x):
     ed.Normal(0., 1., name="scale")
     return guide(x)
+
+  with pytest.raises(ValueError, match=r"latent\(s\) \['z'\]; give a guide="):
+    ed.vi.train(model, None, batches(x, 8), steps=2, progress=False)
 
   with pytest.raises(ValueError, match="'scale' is not per-datapoint"):
     ed.vi.train(global_latent, guide_global, batches(x, 8), steps=2, progress=False)
