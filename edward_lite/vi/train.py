@@ -66,9 +66,13 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
       to train data-parallel; variables are created under its scope.
     seed: integer; the Keras initializers of layers not yet built, and every
       noise draw, derive from it.
-    checkpoint_dir: directory for the weights, optimizer state and step,
-      saved every ``checkpoint_every`` steps (default: every call) and at the
-      end; a call with the same directory resumes (``steps`` may be larger).
+    checkpoint_dir: directory for the weights, optimizer state, step and
+      history, saved every ``checkpoint_every`` steps (default: every call)
+      and at the end; a call with the same directory resumes (``steps`` may be
+      larger; it reads the dataset again up to the step reached, so shuffle
+      with a ``seed``) and equals an uninterrupted run bit for bit.  A call
+      with other code, first batch, seed, optimizer, variables or replica
+      count is refused (``CheckpointMismatchError``).
     tensorboard_dir: write ``elbo``, ``elbo/log_likelihood``, ``elbo/kl``,
       ``learning_rate`` per step and ``eval/*`` scalars there.
     evaluate: a held-out ``tf.data.Dataset`` (its ELBO per example and terms,
@@ -172,8 +176,9 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
              checkpointer=ckpt)
   result = scalars.result(variables, total, evaluator, program)
   result.optimizer = optimizer
-  result.timings.update(timings, steps_per_s=timings["timed_steps"] /
-                        max(timings["train_s"], 1e-9))
+  timed = (timings["timed_steps"], timings["train_s"]) if timings["timed_steps"] else (
+      total - start, timings["compile_s"])  # one call: its rate, compile included
+  result.timings.update(timings, steps_per_s=timed[0] / max(timed[1], 1e-9))
   return result
 
 

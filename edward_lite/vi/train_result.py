@@ -38,7 +38,8 @@ class TrainResult:
     evaluations: list of dicts ``{"step": t, ...}``, one per evaluation.
     steps: optimizer steps done.
     timings: seconds: ``compile_s`` (the first call, its steps included),
-      ``train_s`` (the other calls), and ``steps_per_s`` after the first call.
+      ``train_s`` (the other calls); ``timed_steps`` (theirs) and
+      ``steps_per_s`` after the first call (with one call, that call's).
     variables: the trained variables (model's and guide's).
     optimizer: the optimizer, with its state.
   """
