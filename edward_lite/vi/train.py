@@ -29,7 +29,7 @@ from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorfl
 
 from edward_lite.checks import arguments
 from edward_lite.distribute.strategies import resolve
-from edward_lite.runtime import fingerprints, seeds
+from edward_lite.runtime import console, fingerprints, seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.vi import amortized
@@ -148,7 +148,9 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
   if strategy is not None:
     pipeline = strategy.experimental_distribute_dataset(pipeline)
   iterator = iter(pipeline)
-  run_calls = _compiled_calls(program, variables, optimizer, strategy, jit_compile)
+  # The first call's TensorFlow notes (XLA's start, the compile cache) are dropped.
+  run_calls = console.first_call_quiet(
+      _compiled_calls(program, variables, optimizer, strategy, jit_compile))
   timings = {"compile_s": 0., "train_s": 0., "timed_steps": 0}
 
   def run_chunk(step):
@@ -197,7 +199,7 @@ def _compiled_calls(program, variables, optimizer, strategy, jit_compile):
     with tf.GradientTape() as tape:
       terms = program.terms(batch, noise)
       sums = tf.stack([tf.reduce_sum(terms[k]) for k in amortized.TERMS])
-      loss = -(sums[0] + sums[1] - sums[2]) / global_rows
+      loss = -(sums[0] + sums[1] - sums[2]) / tf.cast(global_rows, sums.dtype)
     grads = tape.gradient(loss, variables, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return sums, grads
 

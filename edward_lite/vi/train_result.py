@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2  # pylint: disable=g-direct-tensorflow-import
 
-from edward_lite.runtime import seeds
+from edward_lite.runtime import console, seeds
 from edward_lite.vi import amortized
 
 __all__ = ["TrainResult", "Scalars", "Evaluator", "per_example"]
@@ -138,7 +138,8 @@ class Evaluator:
       rows = tf.cast(tf.shape(terms["log_q"])[0], terms["log_q"].dtype)
       return tf.stack([tf.reduce_sum(terms[k]) for k in amortized.TERMS] + [rows])
 
-    self._sums = tf.function(sums, jit_compile=bool(jit_compile), autograph=False)
+    self._sums = console.first_call_quiet(
+        tf.function(sums, jit_compile=bool(jit_compile), autograph=False))
 
   def __call__(self, step):
     if self.evaluate is None:
