@@ -216,6 +216,12 @@ def test_bad_input_is_one_sentence_before_compiled_work():
     ed.Normal(0., 1., name="scale")
     return guide(x)
 
+  def wide_guide(x):
+    return ed.Normal(tf.zeros([tf.shape(x)[0], K + 1]), 1., name="z")
+
+  with pytest.raises(ValueError, match=r"guide draws 'z' with shape \[8, 3\] .* \[8, 2\]"):
+    ed.vi.train(model, wide_guide, batches(x, 8), steps=2, progress=False)
+
   with pytest.raises(ValueError, match=r"latent\(s\) \['z'\]; give a guide="):
     ed.vi.train(model, None, batches(x, 8), steps=2, progress=False)
 

@@ -139,11 +139,17 @@ class BatchProgram:
       if missing:
         raise ValueError(f"The guide draws no random variable named {missing}; it must draw "
                          f"every latent of the model {latents} under the same name.")
+      for n in latents:
+        want, got = rvs[n].value, drawn[n]
+        if want.shape != got.shape or want.dtype != got.dtype:
+          raise ValueError(f"The guide draws '{n}' with shape {got.shape.as_list()} and dtype "
+                           f"{got.dtype.name}; the model's has shape {want.shape.as_list()} "
+                           f"and dtype {want.dtype.name}.")
       self.latents = {n: drawn[n] for n in latents}
       self.noise_spec = {n: tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype)
                          for n, v in self.latents.items()}
       noise = {n: tf.zeros_like(v) for n, v in self.latents.items()}
-      self.terms(batch, noise, check=True)
+      self.terms(batch, noise)
     # Under a strategy the tape sees a mirrored variable's local copy: train its container.
     extended, variables = tf.distribute.get_strategy().extended, []
     for v in grad_tape.watched_variables():
@@ -188,16 +194,11 @@ class BatchProgram:
       self.guide(**{k: batch[k] for k in self._guide_keys})
     return out
 
-  def terms(self, batch, noise, check=False):
+  def terms(self, batch, noise):
     """``{log_likelihood, log_prior, log_q}``, each ``[b]``, on ``batch`` with
     the guide's draws at ``noise`` (``name -> [b, ...]``)."""
     q_terms = []
     drawn = self._guide_draws(batch, noise, q_terms)
-    if check:
-      for name, value in drawn.items():
-        if value.shape[1:] != self.latents[name].shape[1:]:
-          raise ValueError(f"The guide draws '{name}' with shape {value.shape.as_list()}; "
-                           f"the model's has {self.latents[name].shape.as_list()}.")
     rows = _rows(batch)
     with tape() as rvs:
       with condition(**{k: batch[k] for k in self.observed}, **drawn):
