@@ -157,6 +157,26 @@ def test_fully_observed_model_reaches_the_maximum_likelihood():
   assert not result.history["kl"].any()
 
 
+def test_a_step_with_a_nan_is_skipped_and_reported():
+  x = ppca_data(6)[:32]
+  x[20, 1] = np.nan  # in the second of two batches of 16
+  data = tf.data.Dataset.from_tensor_slices({"x": x}).batch(16)
+  with pytest.warns(RuntimeWarning, match="3 of 6 steps had a non-finite ELBO or gradient, "
+                    "which was replaced by zero; the first at step 2"):
+    result = ed.vi.train(*linear_vae(), data, steps=6, progress=False, jit_compile=False,
+                         optimizer=tf_keras.optimizers.SGD(0.01))
+  assert result.skipped == 3 and np.isnan(result.history["elbo"][1::2]).all()
+  assert np.isfinite(result.history["elbo"][0::2]).all()
+  assert all(np.isfinite(v).all() for v in values(result))
+  one = ed.vi.train(*linear_vae(), data, steps=1, progress=False, jit_compile=False,
+                    optimizer=tf_keras.optimizers.SGD(0.01))
+  with pytest.warns(RuntimeWarning, match="1 of 2 steps"):
+    two = ed.vi.train(*linear_vae(), data, steps=2, progress=False, jit_compile=False,
+                      optimizer=tf_keras.optimizers.SGD(0.01))
+  for got, want in zip(values(two), values(one)):  # SGD: a zero gradient is no step
+    np.testing.assert_array_equal(got, want)
+
+
 def test_tensorboard_scalars(tmp_path):
   x = ppca_data(4)[:64]
   ed.vi.train(*linear_vae(), batches(x, 32), steps=4, progress=False,

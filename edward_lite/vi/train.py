@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import random
 import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -159,7 +160,7 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
       if k:
         n = min(n, k - step % k)
     began = time.perf_counter()
-    sums = run_calls(iterator, tf.constant(n)).numpy()  # [n, 4]: terms summed, rows
+    sums = run_calls(iterator, tf.constant(n)).numpy()  # [n, 5]: terms summed, rows, applied
     first_call = not timings["compile_s"]
     timings["compile_s" if first_call else "train_s"] += time.perf_counter() - began
     timings["timed_steps"] += 0 if first_call else n
@@ -181,13 +182,22 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
   timed = (timings["timed_steps"], timings["train_s"]) if timings["timed_steps"] else (
       total - start, timings["compile_s"])  # one call: its rate, compile included
   result.timings.update(timings, steps_per_s=timed[0] / max(timed[1], 1e-9))
+  if result.skipped:
+    warnings.warn(f"{result.skipped} of {result.steps} steps had a non-finite ELBO or "
+                  "gradient, which was replaced by zero; the first at step "
+                  f"{result.first_skipped} (its "
+                  "batch's terms are in result.history; a NaN or inf in the data, or a "
+                  "network output out of the distribution's support, are the usual causes).",
+                  RuntimeWarning, stacklevel=3)
   return result
 
 
 def _compiled_calls(program, variables, optimizer, strategy, jit_compile):
-  """``run(iterator, n) -> [n, 4]``: ``n`` optimizer steps, each row the
-  step's ``log_likelihood, log_prior, log_q`` summed over its batch and its
-  number of rows (summed over the replicas)."""
+  """``run(iterator, n) -> [n, 5]``: ``n`` optimizer steps, each row the
+  step's ``log_likelihood, log_prior, log_q`` summed over its batch, its
+  number of rows (summed over the replicas) and whether its gradient was
+  used (> 0; 0 when its ELBO or gradient was not finite and a zero gradient
+  was applied instead)."""
 
   # One device: the whole step (ELBO, gradient, update) is one XLA program.
   # Under a strategy XLA cannot hold the all-reduce: each replica compiles its
@@ -208,8 +218,20 @@ def _compiled_calls(program, variables, optimizer, strategy, jit_compile):
     context = tf.distribute.get_replica_context()
     global_rows = rows if strategy is None else context.all_reduce("sum", rows)
     sums, grads = sums_and_grads(batch, noise, global_rows)
+    # A step whose ELBO or gradient is not finite, on any replica, has its
+    # gradient replaced by zero on every replica (a tf.cond around the update
+    # would hold the optimizer's all-reduce, which tf.distribute refuses).
+    # (The square too: Adam's second moment would overflow on a finite gradient
+    # above ~1e19 in float32.)
+    bad = tf.cast(~tf.reduce_all(tf.math.is_finite(sums)), tf.float32)
+    for g in grads:
+      bad += tf.cast(~tf.reduce_all(tf.math.is_finite(tf.square(g))), tf.float32)
+    if strategy is not None:
+      bad = context.all_reduce("sum", bad)
+    applied = tf.cast(bad == 0., tf.float32)
+    grads = [tf.where(bad == 0., g, tf.zeros_like(g)) for g in grads]
     optimizer.apply_gradients(zip(grads, variables))
-    return tf.concat([tf.cast(sums, tf.float32), [rows]], 0)
+    return tf.concat([tf.cast(sums, tf.float32), [rows, applied]], 0)
 
   if whole_step:
     replica_step = tf.function(replica_step, jit_compile=True, autograph=False)

@@ -21,8 +21,9 @@ __all__ = ["TrainResult", "Scalars", "Evaluator", "per_example"]
 
 
 def per_example(sums):
-  """``[n, 4]`` (summed log_likelihood, log_prior, log_q, rows) -> dict of ``[n]``."""
-  sums = np.asarray(sums, np.float64).reshape(-1, 4)
+  """``[n, 5]`` (summed log_likelihood, log_prior, log_q, rows, applied) ->
+  dict of ``[n]``."""
+  sums = np.asarray(sums, np.float64).reshape(-1, 5)
   ll, lp, lq, rows = (sums[:, k] for k in range(4))
   return {"elbo": (ll + lp - lq) / rows, "log_likelihood": ll / rows, "kl": (lq - lp) / rows}
 
@@ -42,6 +43,8 @@ class TrainResult:
       ``steps_per_s`` after the first call (with one call, that call's).
     variables: the trained variables (model's and guide's).
     optimizer: the optimizer, with its state.
+    skipped: steps whose ELBO or gradient was not finite, their gradient
+      replaced by zero (a ``RuntimeWarning`` names the first, ``first_skipped``).
   """
   history: dict
   evaluations: list
@@ -49,6 +52,8 @@ class TrainResult:
   timings: dict
   variables: list
   optimizer: object = dataclasses.field(repr=False, default=None)
+  skipped: int = 0
+  first_skipped: object = None
   _evaluator: object = dataclasses.field(repr=False, default=None)
 
   def elbo(self, dataset):
@@ -69,7 +74,7 @@ class Scalars:
     self.writer = tf.summary.create_file_writer(tensorboard_dir) if tensorboard_dir else None
 
   def add(self, first_step, sums):
-    """Adds the ``[n, 4]`` sums of steps ``first_step + 1 .. first_step + n``;
+    """Adds the ``[n, 5]`` sums of steps ``first_step + 1 .. first_step + n``;
     returns their per-example terms."""
     self.sums.append(sums)
     self._unsaved.append(sums)
@@ -107,12 +112,15 @@ class Scalars:
 
   def result(self, variables, steps, evaluator, program):
     del program
-    history = per_example(np.concatenate(self.sums)) if self.sums else {
-        k: np.zeros([0]) for k in ("elbo", "log_likelihood", "kl")}
+    sums = np.concatenate(self.sums) if self.sums else np.zeros([0, 5])
+    history = per_example(sums)
+    skipped = np.flatnonzero(sums[:, 4] <= 0)
     if self.writer is not None:
       self.writer.close()
     return TrainResult(history=history, evaluations=self.evaluations, steps=steps, timings={},
-                       variables=variables, _evaluator=evaluator)
+                       variables=variables, skipped=len(skipped),
+                       first_skipped=int(skipped[0]) + 1 if len(skipped) else None,
+                       _evaluator=evaluator)
 
 
 # TensorBoard's scalar metadata (its ``summary/v2`` ``scalar`` writes the
@@ -136,7 +144,7 @@ class Evaluator:
     def sums(batch, noise):
       terms = program.terms(batch, noise)
       rows = tf.cast(tf.shape(terms["log_q"])[0], terms["log_q"].dtype)
-      return tf.stack([tf.reduce_sum(terms[k]) for k in amortized.TERMS] + [rows])
+      return tf.stack([tf.reduce_sum(terms[k]) for k in amortized.TERMS] + [rows, rows])
 
     self._sums = console.first_call_quiet(
         tf.function(sums, jit_compile=bool(jit_compile), autograph=False))
@@ -158,7 +166,7 @@ class Evaluator:
     if not isinstance(spec, dict) or set(spec) != set(self.program.spec):
       raise ValueError(f"The evaluation dataset's elements {spec} do not have the keys of "
                        f"the training dataset's, {sorted(self.program.spec)}.")
-    total = np.zeros(4)
+    total = np.zeros(5)
     for index, batch in enumerate(dataset):
       rows = tf.shape(next(iter(batch.values())))[0]
       noise = amortized.noise_for(self.program.noise_spec, self.seed,
