@@ -77,7 +77,7 @@ def vae(args):
   import vae as vae_example  # pylint: disable=import-outside-toplevel
   settings = dict(epochs=args.epochs, batch_size=args.batch_size, n_images=args.images,
                   verbose=False)
-  rows = [("single device, XLA", 1, vae_example.train("single", **settings)["examples_per_s"])]
+  rows = [("single device", 1, vae_example.train("single", **settings)["examples_per_s"])]
   for r, devices, strategy in _strategies(args.replicas):
     rows.append((f"data-parallel, {r} replica(s)", r, vae_example.train(
         "data", strategy=strategy, **settings)["examples_per_s"]))
@@ -91,7 +91,7 @@ def image_transformer(args):
   """Image Transformer training images per second, data-parallel."""
   import image_transformer as it  # pylint: disable=import-outside-toplevel
   settings = dict(epochs=args.epochs, batch_size=args.batch_size, n_images=args.images,
-                  samples=4, log=lambda *_: None)
+                  samples=4, log=lambda *_: None, progress=False)
   rows = [("default strategy", 1, it.train("default", **settings)["examples_per_s"])]
   for r, _, strategy in _strategies(args.replicas):
     rows.append((f"data-parallel, {r} replica(s)", r,

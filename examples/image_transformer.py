@@ -16,13 +16,15 @@ P conditionals (teacher forcing) and ``ed.make_log_joint_fn`` of the program
 is log p(x).  Quality is reported in bits per dimension,
 -log2 p(x) / P; a model that knows nothing scores log2 K.
 
-Training is data-parallel with ``tf.distribute``: the network and the Adam
-optimizer live under ``strategy.scope()`` (mirrored variables), each
-replica takes ``batch_size / replicas`` images of the global batch, computes
-its share of the loss -log p(x) / (batch_size * P) and its gradient, and the
-optimizer sums the gradients over replicas (an all-reduce), which gives the
-gradient of the mean over the global batch.  Samples are drawn by ancestral
-sampling, pixel by pixel, for a whole batch of images at once.
+Training is ``ed.vi.train`` with ``guide=None`` (the program has no
+latents, so its ELBO is its log-likelihood): data-parallel under any
+``tf.distribute`` strategy, the network and the Adam optimizer built under
+``strategy.scope()`` (mirrored variables, seeded weights), each replica
+taking ``batch_size / replicas`` images of the global batch; its share of
+the mean loss -log p(x) / batch_size and its gradient are all-reduced, which
+gives the gradient of the mean over the global batch.  Held-out bits/dim are
+its evaluation hook, every epoch.  Samples are drawn by ancestral sampling,
+pixel by pixel, for a whole batch of images at once.
 
 On the 8x8 binary shapes (defaults: 2 layers, dim 64, 4 heads, 8 epochs of
 4096 images) held-out bits/dim reach about 0.29, against 1.0 for the uniform
@@ -42,7 +44,6 @@ import argparse
 import math
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -136,36 +137,6 @@ def bits_per_dim(log_lik, num_images, num_pixels):
   return -log_lik / (num_images * num_pixels * math.log(2.))
 
 
-def make_train_step(strategy, network, optimizer, global_batch):
-  """One data-parallel training step, as a ``tf.function``.
-
-  Each replica computes ``loss_r = -sum_{b in shard r} log p(x_b) /
-  (global_batch * P)`` and its gradient; ``apply_gradients`` all-reduces
-  (sums) the gradients, so the update follows the gradient of the mean loss
-  over the global batch, whatever the replica count.
-
-  Returns:
-    ``step(batch) -> bits/dim of the global batch`` (before the update);
-    ``batch`` is a ``[global_batch, P]`` element of a dataset distributed by
-    ``strategy``.
-  """
-  scale = 1. / (global_batch * network.num_pixels)
-
-  def replica_step(pixels):
-    with tf.GradientTape() as tape:  # inside the replica: tapes are thread-local
-      loss = -log_likelihood(network, pixels) * scale
-    grads = tape.gradient(loss, network.trainable_variables)
-    optimizer.apply_gradients(zip(grads, network.trainable_variables))
-    return loss
-
-  @tf.function
-  def step(batch):
-    losses = strategy.run(replica_step, args=(batch,))
-    return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None) / math.log(2.)
-
-  return step
-
-
 def evaluate(network, images, batch_size):
   """Bits/dim of ``images`` ``[N, P]`` int32 under the model."""
   score = tf.function(lambda x: log_likelihood(network, x))
@@ -227,20 +198,9 @@ def _check(strategy, epochs, batch_size, dim, heads, levels, n_images):
     raise ValueError(f"--epochs must be at least 1; got {epochs}.")
 
 
-def build(strategy, num_pixels, levels, dim, layers, heads, learning_rate):
-  """The network and its Adam optimizer, their variables mirrored over the
-  replicas of ``strategy``."""
-  with strategy.scope():
-    network = ImageTransformer(num_pixels, levels, dim, layers, heads)
-    network(tf.zeros([1, num_pixels], tf.int32))
-    optimizer = tf_keras.optimizers.Adam(learning_rate)
-    optimizer.build(network.trainable_variables)  # slots now, not in the first step's trace
-  return network, optimizer
-
-
 def train(strategy="default", epochs=8, batch_size=64, layers=2, heads=4, dim=64, levels=2,
           dataset="shapes", n_images=4096, n_test=1024, samples=32, learning_rate=3e-3,
-          out=None, seed=0, log=print):
+          out=None, seed=0, log=print, progress=True):
   """Trains the Image Transformer data-parallel and samples from it.
 
   Args:
@@ -251,40 +211,45 @@ def train(strategy="default", epochs=8, batch_size=64, layers=2, heads=4, dim=64
     samples: images to sample for the PNG grid.
     out: path of the PNG grid of samples; none written when None.
     log: ``print``-like progress callback, or None.
+    progress: ``ed.vi.train``'s progress lines.
 
   Returns:
     dict: ``bits_per_dim`` (training bits/dim per epoch, averaged over its
     steps), ``test_bits_per_dim`` (held-out, after training),
-    ``examples_per_s`` (training throughput over the epochs after the first,
-    which includes tracing; over all of them when there is one),
+    ``test_bits_per_epoch``, ``examples_per_s`` (training throughput after
+    the first compiled call, which includes tracing), ``result`` (the
+    ``TrainResult``), ``network``,
     ``samples`` (``[samples, H, W]`` int32), ``png`` (its path, or None).
   """
   strategy = ed.distribute.strategy(strategy)
   _check(strategy, epochs, batch_size, dim, heads, levels, n_images)
   log = log or (lambda *_: None)
-  tf_keras.utils.set_random_seed(seed)
   train_images = load_images(dataset, n_images, levels, seed, "train")
   test_images = load_images(dataset, n_test, levels, seed + 1, "test")
   size, num_pixels = train_images.shape[1:], train_images[0].size
-  data = (tf.data.Dataset.from_tensor_slices(train_images.reshape(-1, num_pixels))
-          .shuffle(len(train_images), seed=seed).batch(batch_size, drop_remainder=True)
-          .prefetch(2))
-  batches = strategy.experimental_distribute_dataset(data)
-  network, optimizer = build(strategy, num_pixels, levels, dim, layers, heads, learning_rate)
-  step = make_train_step(strategy, network, optimizer, batch_size)
+  data = (tf.data.Dataset.from_tensor_slices({"image": train_images.reshape(-1, num_pixels)})
+          .shuffle(len(train_images), seed=seed).batch(batch_size, drop_remainder=True))
+  held_out = tf.data.Dataset.from_tensor_slices(
+      {"image": test_images.reshape(-1, num_pixels)}).batch(batch_size)
+  network = ImageTransformer(num_pixels, levels, dim, layers, heads)  # built by ed.vi.train
+
+  def model(image):
+    return image_transformer(network, image)
+
   log(f"Image Transformer on {len(train_images)} {dataset} images {size[0]}x{size[1]}, "
       f"{levels} levels (uniform: {math.log2(levels):.3f} bits/dim); "
       f"{strategy.num_replicas_in_sync} replica(s), global batch {batch_size}")
-
-  history, seconds = [], []
-  for epoch in range(epochs):
-    start = time.perf_counter()
-    history.append(float(np.mean([step(batch) for batch in batches])))
-    seconds.append(time.perf_counter() - start)
-    log(f"epoch {epoch + 1:3d}  train {history[-1]:.4f} bits/dim  ({seconds[-1]:.1f} s)")
-  steady = seconds[1:] or seconds
-  examples_per_s = len(steady) * (len(train_images) // batch_size) * batch_size / sum(steady)
-  test_bits = evaluate(network, test_images.reshape(-1, num_pixels), batch_size)
+  steps = len(train_images) // batch_size
+  result = ed.vi.train(model, None, data, epochs=epochs, learning_rate=learning_rate,
+                       strategy=strategy, seed=seed, evaluate=held_out, eval_every=steps,
+                       steps_per_call=steps, progress=progress)
+  to_bits = -1. / (num_pixels * math.log(2.))  # nats per image -> bits per dimension
+  history = (result.history["elbo"].reshape(epochs, steps).mean(axis=1) * to_bits).tolist()
+  test_history = [e["elbo"] * to_bits for e in result.evaluations]
+  for epoch, (train_bits, test_bits) in enumerate(zip(history, test_history)):
+    log(f"epoch {epoch + 1:3d}  train {train_bits:.4f}  held-out {test_bits:.4f} bits/dim")
+  examples_per_s = result.timings["steps_per_s"] * batch_size
+  test_bits = test_history[-1]
   log(f"held-out {test_bits:.4f} bits/dim; {examples_per_s:.0f} examples/s")
 
   images = sample(network, samples, seed).reshape(-1, *size)
@@ -295,7 +260,8 @@ def train(strategy="default", epochs=8, batch_size=64, layers=2, heads=4, dim=64
   if png:
     log(f"saved {samples} samples to {png}")
   return dict(bits_per_dim=history, test_bits_per_dim=test_bits,
-              examples_per_s=examples_per_s, samples=images, png=png)
+              test_bits_per_epoch=test_history, examples_per_s=examples_per_s,
+              samples=images, png=png, result=result, network=network)
 
 
 def add_flags(p):

@@ -1,28 +1,29 @@
-"""A variational autoencoder as two edward_lite programs, on 1, R or 2+ devices.
+"""A variational autoencoder as two edward_lite programs, trained by
+``ed.vi.train`` on 1, R or 2+ devices.
 
-The generative program (``decoder_model``) draws a latent code per image and
-a binary image from a Keras decoder; the variational program
-(``encoder_program``) draws the code from a Keras encoder:
+The generative program (``make_programs``' ``model``) draws a latent code
+per image and a binary image from a Keras decoder; the variational program
+(``guide``) draws the code from a Keras encoder:
 
     p(z_i) = N(0, I_L),   p(x_i | z_i) = prod_p Bernoulli(x_ip | logits = f(z_i)_p),
-    q(z_i | x_i) = N(mu(x_i), diag sigma(x_i)^2),   z_i = mu(x_i) + sigma(x_i) * eps_i,
+    q(z_i | x_i) = N(mu(x_i), diag sigma(x_i)^2),
 
-with ``eps_i ~ N(0, I_L)`` (reparameterized), images flattened to ``P``
-pixels.  The ELBO of a batch of ``B`` images comes from the programs
-themselves: ``ed.tape()`` records ``z`` of the variational program, and
-``ed.make_log_joint_fn(decoder_model)`` scores ``(z, x)`` under the model:
+images flattened to ``P`` pixels.  ``ed.vi.train`` maximizes the ELBO per
+image,
 
-    ELBO = sum_i [log p(x_i, z_i) - log q(z_i | x_i)]   (one draw per image),
+    ELBO = (1/B) sum_i [log p(x_i | z_i) + log p(z_i) - log q(z_i | x_i)],
 
-reported per image (in nats).  Adam maximizes it.  Three ways to run a step:
+with one reparameterized draw ``z_i = mu(x_i) + sigma(x_i) * eps_i`` per
+image, the noise ``eps_i`` stateless in the seed, the step and the image's
+place in the batch; Adam updates encoder and decoder together.  Three ways
+to run it:
 
 * ``single`` -- one device.
 * ``data`` -- data-parallel ``tf.distribute.MirroredStrategy`` over ``R``
-  replicas: variables (mirrored) and optimizer are created under
-  ``strategy.scope()``; each replica takes ``B / R`` images of the global
-  batch, differentiates ``-ELBO_r / B`` (its part of the batch mean), and
-  ``apply_gradients`` sums the replicas' gradients by an all-reduce, so the
-  update equals the single-device update on the global batch.
+  replicas: ``ed.vi.train`` builds the networks and the optimizer under
+  ``strategy.scope()``, each replica takes ``B / R`` images of the global
+  batch (with their noise) and the gradients are summed by an all-reduce, so
+  the update equals the single-device update on the global batch.
 * ``model`` -- model-parallel by explicit ``tf.device`` placement: the four
   Dense layers (encoder: hidden, 2L; decoder: hidden, P) are split in order
   into ``len(devices)`` contiguous stages (2 to 4 devices).  With 2 devices
@@ -30,9 +31,14 @@ reported per image (in nats).  Adam maximizes it.  Three ways to run a step:
   device 1, and ``z [B, L]`` crosses between them; with 4 each layer has its
   own device.  Adam's slots are colocated with their weights.
 
-    python examples/vae.py                              # single device, ~10 s on 2 CPU cores
+No mode is XLA-compiled (``jit_compile=False``): on CPU these small Dense
+layers ran faster through TensorFlow's own kernels than through XLA, and in
+model-parallel mode XLA would put the whole step on one device.
+
+    python examples/vae.py                              # single device, ~15 s on 2 CPU cores
     python examples/vae.py --mode data --replicas 2     # 2 logical CPUs (or GPUs)
     python examples/vae.py --mode model --replicas 2
+    python examples/vae.py --checkpoint_dir ckpt --tensorboard_dir tb   # resumable, logged
 
 Without a GPU, ``--replicas`` logical CPU devices are made at start-up.
 """
@@ -41,7 +47,6 @@ import argparse
 import contextlib
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -55,20 +60,13 @@ import tf_keras  # noqa: E402
 
 import image_data  # noqa: E402
 
-__all__ = ["decoder_model", "encoder_program", "encode", "elbo", "make_networks", "make_step",
-           "batches", "train", "add_flags", "MODES"]
+__all__ = ["make_programs", "encode", "make_networks", "train", "add_flags", "MODES"]
 
 MODES = ("single", "data", "model")
 MIN_SCALE = 1e-4  # floor of the posterior standard deviation sigma(x)
 
 
 # -- the programs --------------------------------------------------------------
-def decoder_model(decoder, n, latent_dim):
-  """Generative program: ``z [n, L] ~ N(0, I)``, ``x [n, P] ~ Bernoulli(logits=decoder(z))``."""
-  z = ed.Normal(loc=tf.zeros([n, latent_dim]), scale=1., name="z")
-  return ed.Bernoulli(logits=decoder(z), dtype=tf.float32, name="x")
-
-
 def encode(encoder, x):
   """``(mu [B, L], sigma [B, L])`` of q(z | x): the encoder's ``2L`` outputs
   split into a location and a softplus scale (floored at ``MIN_SCALE``)."""
@@ -76,30 +74,23 @@ def encode(encoder, x):
   return loc, tf.nn.softplus(raw_scale) + MIN_SCALE
 
 
-def encoder_program(encoder, x, noise):
-  """Variational program: ``z [B, L] ~ N(mu(x), sigma(x)^2)`` with the
-  reparameterized value ``mu(x) + sigma(x) * noise`` (``noise [B, L]``
-  standard normal), so gradients reach the encoder through ``z``."""
-  loc, scale = encode(encoder, x)
-  return ed.Normal(loc=loc, scale=scale, value=loc + scale * noise, name="z")
+def make_programs(encoder, decoder, latent_dim):
+  """``(model, guide)``, each a program of a batch ``x [B, P]``:
 
-
-def elbo(encoder, decoder, x, noise):
-  """Single-draw ELBO of a batch, summed over its images (scalar).
-
-  Args:
-    encoder, decoder: the networks (``make_networks``).
-    x: ``[B, P]`` float32 binary images.
-    noise: ``[B, L]`` standard normal draws (one per image and latent).
-
-  Returns:
-    ``sum_i log p(x_i, z_i) - log q(z_i | x_i)`` at ``z = mu + sigma * noise``.
+  * ``model(x)``: ``z [B, L] ~ N(0, I)``, ``x [B, P] ~ Bernoulli(logits=decoder(z))``
+    (``x`` gives the batch size; the dataset's ``x`` is also the observed value);
+  * ``guide(x)``: ``z [B, L] ~ N(mu(x), sigma(x)^2)``.
   """
-  with ed.tape() as q:
-    encoder_program(encoder, x, noise)
-  z = q["z"]
-  log_p = ed.make_log_joint_fn(decoder_model)(decoder, x.shape[0], z.shape[-1], z=z.value, x=x)
-  return log_p - tf.reduce_sum(z.distribution.log_prob(z.value))
+
+  def model(x):
+    z = ed.Normal(loc=tf.zeros([tf.shape(x)[0], latent_dim]), scale=1., name="z")
+    return ed.Bernoulli(logits=decoder(z), dtype=tf.float32, name="x")
+
+  def guide(x):
+    loc, scale = encode(encoder, x)
+    return ed.Normal(loc=loc, scale=scale, name="z")
+
+  return model, guide
 
 
 # -- the networks --------------------------------------------------------------
@@ -120,12 +111,13 @@ class PlacedMLP(tf_keras.Model):
     return h
 
 
-def make_networks(pixels, latent_dim, hidden, devices=None):
-  """Built ``(encoder: [B, P] -> [B, 2L], decoder: [B, L] -> [B, P])``.
+def make_networks(pixels, latent_dim, hidden, devices=None, build=True):
+  """``(encoder: [B, P] -> [B, 2L], decoder: [B, L] -> [B, P])``.
 
   ``devices`` (model-parallel): 2 to 4 device names; the four layers, in
   order encoder then decoder, are split into contiguous stages, stage ``s``
-  on ``devices[s]``.  Call under ``strategy.scope()`` for mirrored weights.
+  on ``devices[s]``.  ``build=False`` leaves the weights to be created at
+  the first call (by ``ed.vi.train``: seeded, and under its strategy's scope).
   """
   if devices is None:
     stages = [None] * 4
@@ -136,58 +128,13 @@ def make_networks(pixels, latent_dim, hidden, devices=None):
                      f"(--replicas); got {len(devices)}: {list(devices)}.")
   encoder = PlacedMLP([hidden, 2 * latent_dim], stages[:2], name="encoder")
   decoder = PlacedMLP([hidden, pixels], stages[2:], name="decoder")
-  encoder(tf.zeros([1, pixels]))
-  decoder(tf.zeros([1, latent_dim]))
+  if build:
+    encoder(tf.zeros([1, pixels]))
+    decoder(tf.zeros([1, latent_dim]))
   return encoder, decoder
 
 
 # -- training --------------------------------------------------------------------
-def make_step(encoder, decoder, optimizer, global_batch, strategy=None, jit_compile=False):
-  """One optimizer step on a global batch; ``step(x, noise)`` returns its mean ELBO.
-
-  Each replica (or the one device) differentiates ``-ELBO(its images) /
-  global_batch``; under ``strategy`` the inputs are per-replica values
-  (``strategy.experimental_distribute_dataset``), ``apply_gradients`` sums
-  the replicas' gradients (all-reduce), and the replicas' ELBO parts are
-  summed.  Gradients are taken inside the replica function (a GradientTape
-  is thread-local).
-  """
-  variables = encoder.trainable_variables + decoder.trainable_variables
-
-  def replica_step(x, noise):
-    with tf.GradientTape() as tape:
-      value = elbo(encoder, decoder, x, noise) / global_batch
-      loss = -value
-    optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-    return value
-
-  if strategy is None:
-    return tf.function(replica_step, jit_compile=jit_compile)
-
-  @tf.function  # not jit-compiled: XLA around strategy.run fails on mirrored variables
-  def step(x, noise):
-    return strategy.reduce(tf.distribute.ReduceOp.SUM,
-                           strategy.run(replica_step, args=(x, noise)), axis=None)
-
-  return step
-
-
-def batches(images, batch_size, latent_dim, seed):
-  """Endless ``tf.data`` stream of ``(x [B, P], noise [B, L])``: reshuffled
-  every epoch, last partial batch dropped, noise stateless in ``(seed, step)``."""
-
-  def with_noise(step, x):
-    pair = tf.stack([tf.constant(seed, tf.int64), step])
-    return x, tf.random.stateless_normal([batch_size, latent_dim], seed=pair)
-
-  return (tf.data.Dataset.from_tensor_slices(images)
-          .shuffle(len(images), seed=seed, reshuffle_each_iteration=True)
-          .batch(batch_size, drop_remainder=True)
-          .repeat()
-          .enumerate()
-          .map(with_noise))
-
-
 def _devices(replicas):
   """The first ``replicas`` GPUs of this host, or else its logical CPUs."""
   found = [d.name for d in (tf.config.list_logical_devices("GPU") or
@@ -206,8 +153,8 @@ def _flat_images(name, n, seed, split):
 
 def train(mode="single", epochs=60, batch_size=64, latent_dim=8, hidden=128, dataset="shapes",
           n_images=4096, replicas=2, strategy=None, devices=None, out=None, seed=0,
-          learning_rate=3e-3, verbose=True):
-  """Trains the VAE; returns a dict of what happened.
+          learning_rate=3e-3, verbose=True, checkpoint_dir=None, tensorboard_dir=None):
+  """Trains the VAE with ``ed.vi.train``; returns a dict of what happened.
 
   Args:
     mode: ``"single"``, ``"data"`` (MirroredStrategy) or ``"model"``
@@ -223,12 +170,15 @@ def train(mode="single", epochs=60, batch_size=64, latent_dim=8, hidden=128, dat
     out: directory for the PNGs (none written when None).
     seed: seeds initial weights, shuffling and every noise draw.
     learning_rate: Adam's.
-    verbose: print the ELBO per epoch.
+    verbose: progress lines and a summary.
+    checkpoint_dir, tensorboard_dir: as ``ed.vi.train``'s (resumable run,
+      TensorBoard scalars).
 
   Returns:
     ``dict(elbo_per_epoch=[train mean ELBO per epoch], test_elbo=held-out
-    ELBO per image, examples_per_s=training throughput after the first
-    (tracing) epoch, pngs=[paths])``.
+    ELBO per image, test_elbo_per_epoch=[...], examples_per_s=training
+    throughput after the first (compiling) call, result=the TrainResult,
+    networks=(encoder, decoder), pngs=[paths])``.
   """
   if mode not in MODES:
     raise ValueError(f"--mode must be one of {list(MODES)}; got {mode!r}.")
@@ -245,38 +195,35 @@ def train(mode="single", epochs=60, batch_size=64, latent_dim=8, hidden=128, dat
   if steps == 0:
     raise ValueError(f"--batch_size {batch_size} is larger than the {len(images)} images.")
 
-  tf_keras.utils.set_random_seed(seed)
-  with strategy.scope() if mode == "data" else contextlib.nullcontext():
-    encoder, decoder = make_networks(images.shape[1], latent_dim, hidden,
-                                     devices if mode == "model" else None)
-    optimizer = tf_keras.optimizers.Adam(learning_rate)
-  step = make_step(encoder, decoder, optimizer, batch_size, strategy if mode == "data" else None,
-                   jit_compile=mode == "single")
-  data = batches(images, batch_size, latent_dim, seed)
-  stream = iter(strategy.experimental_distribute_dataset(data) if mode == "data" else data)
-
-  history, times = [], []
-  for epoch in range(epochs):
-    start = time.perf_counter()
-    total = sum(step(*next(stream)) for _ in range(steps))
-    history.append(float(total) / steps)
-    times.append(time.perf_counter() - start)
-    if verbose:
-      print(f"epoch {epoch + 1:3d}  train ELBO {history[-1]:9.3f} nats/image  "
-            f"({times[-1]:.2f} s)")
-  timed = times[1:] or times
-  noise = tf.random.stateless_normal([len(test_images), latent_dim], seed=[seed, -1])
-  test_elbo = float(elbo(encoder, decoder, tf.constant(test_images), noise)) / len(test_images)
-  result = dict(elbo_per_epoch=history, test_elbo=test_elbo,
-                examples_per_s=len(timed) * steps * batch_size / sum(timed), pngs=[])
+  encoder, decoder = make_networks(images.shape[1], latent_dim, hidden,
+                                   devices if mode == "model" else None, build=False)
+  model, guide = make_programs(encoder, decoder, latent_dim)
+  train_data = (tf.data.Dataset.from_tensor_slices({"x": images})
+                .shuffle(len(images), seed=seed).batch(batch_size, drop_remainder=True))
+  test_data = tf.data.Dataset.from_tensor_slices({"x": test_images}).batch(256)
+  result = ed.vi.train(model, guide, train_data, epochs=epochs, learning_rate=learning_rate,
+                       strategy=strategy if mode == "data" else None, seed=seed,
+                       evaluate=test_data, eval_every=steps, progress=verbose,
+                       steps_per_call=steps, jit_compile=False,
+                       checkpoint_dir=checkpoint_dir, tensorboard_dir=tensorboard_dir)
+  history = result.history["elbo"].reshape(-1, steps).mean(axis=1).tolist()
+  test_history = [e["elbo"] for e in result.evaluations]
+  output = dict(elbo_per_epoch=history, test_elbo=test_history[-1],
+                test_elbo_per_epoch=test_history, result=result, networks=(encoder, decoder),
+                examples_per_s=result.timings.get("steps_per_s", 0.) * batch_size, pngs=[])
   if out:
-    result["pngs"] = write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed)
+    output["pngs"] = write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim,
+                                seed)
   if verbose:
-    print(f"held-out ELBO {test_elbo:.3f} nats/image; {result['examples_per_s']:.0f} "
-          f"images/s ({mode})")
-    if result["pngs"]:
-      print("saved reconstructions and samples to " + " and ".join(result["pngs"]))
-  return result
+    for epoch, (train_elbo, test_elbo) in enumerate(zip(history, test_history)):
+      print(f"epoch {epoch + 1:3d}  train ELBO {train_elbo:9.3f}  held-out {test_elbo:9.3f} "
+            "nats/image")
+    print(f"held-out ELBO {output['test_elbo']:.3f} nats/image; "
+          f"{output['examples_per_s']:.0f} images/s ({mode}); compile and first epoch "
+          f"{result.timings.get('compile_s', 0.):.1f} s")
+    if output["pngs"]:
+      print("saved reconstructions and samples to " + " and ".join(output["pngs"]))
+  return output
 
 
 def write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed, n=16):
@@ -286,12 +233,13 @@ def write_pngs(out, encoder, decoder, test_images, image_shape, latent_dim, seed
   ``z ~ p(z)``), titled figures 800 pixels wide; returns the paths."""
   os.makedirs(out, exist_ok=True)
   originals = test_images[:n]
-  z = encoder_program(encoder, originals,
-                      tf.random.stateless_normal([n, latent_dim], seed=[seed, -2]))
-  with ed.condition(z=z.value):
-    recon = decoder_model(decoder, n, latent_dim).distribution.probs_parameter().numpy()
+  model, _ = make_programs(encoder, decoder, latent_dim)
+  loc, scale = encode(encoder, originals)
+  z = loc + scale * tf.random.stateless_normal([n, latent_dim], seed=[seed, -2])
+  with ed.condition(z=z):
+    recon = model(originals).distribution.probs_parameter().numpy()
   with ed.condition(z=tf.random.stateless_normal([n, latent_dim], seed=[seed, -3])):
-    samples = decoder_model(decoder, n, latent_dim).distribution.probs_parameter().numpy()
+    samples = model(originals).distribution.probs_parameter().numpy()
   rows = [block[k:k + 8] for k in range(0, n, 8) for block in (originals, recon)]
   shape = [-1] + list(image_shape)
   return [image_data.write_grid(os.path.join(out, "reconstructions.png"),
@@ -317,6 +265,8 @@ def add_flags(p, mode="single", epochs=60, batch_size=64, hidden=128, n_images=4
   p.add_argument("--n_images", type=int, default=n_images)
   p.add_argument("--out", default=out, help="directory for the PNGs")
   p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--checkpoint_dir", default=None, help="resume from / save to this directory")
+  p.add_argument("--tensorboard_dir", default=None, help="write TensorBoard scalars here")
   return p
 
 
@@ -327,7 +277,8 @@ def main():
   if not tf.config.list_physical_devices("GPU"):
     ed.distribute.logical_cpus(max(args.replicas, 1))
   train(args.mode, args.epochs, args.batch_size, args.latent_dim, args.hidden, args.dataset,
-        args.n_images, args.replicas, out=args.out, seed=args.seed)
+        args.n_images, args.replicas, out=args.out, seed=args.seed,
+        checkpoint_dir=args.checkpoint_dir, tensorboard_dir=args.tensorboard_dir)
 
 
 if __name__ == "__main__":

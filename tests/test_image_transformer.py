@@ -73,26 +73,31 @@ def test_program_log_likelihood_is_the_categorical_log_prob_and_gives_bits_per_d
   np.testing.assert_allclose(it.evaluate(network, x, batch_size=2), bits, rtol=1e-5)  # batched
 
 
-def _one_step(strategy, weights, batch):
-  """Bits/dim and weights after one SGD step of ``strategy`` on ``batch``."""
+def _one_step(strategy, batch, rate=1.):
+  """Bits/dim and weights after one SGD step of ``ed.vi.train`` under
+  ``strategy`` on ``batch`` (a fresh network, its weights seeded by it)."""
+  network = it.ImageTransformer(9, 3, dim=16, layers=2, heads=2)
+
+  def model(image):
+    return it.image_transformer(network, image)
+
   with strategy.scope():
-    network = _network()
-    network.set_weights(weights)
-    optimizer = tf_keras.optimizers.SGD(1.)  # update = -gradient: its scale shows
-    optimizer.build(network.trainable_variables)
-  step = it.make_train_step(strategy, network, optimizer, len(batch))
-  data = tf.data.Dataset.from_tensor_slices(batch).batch(len(batch))
-  bits = float(step(next(iter(strategy.experimental_distribute_dataset(data)))))
-  return bits, network.get_weights()
+    optimizer = tf_keras.optimizers.SGD(rate)  # rate 1: update = -gradient, its scale shows
+  data = tf.data.Dataset.from_tensor_slices({"image": batch}).batch(len(batch))
+  result = ed.vi.train(model, None, data, steps=1, seed=1, optimizer=optimizer,
+                       strategy=strategy, progress=False, jit_compile=False)  # no XLA compile
+  bits = -result.history["elbo"][0] / (9 * math.log(2.))
+  return bits, network.get_weights(), network
 
 
 def test_two_replica_step_equals_one_replica_step_on_the_global_batch():
-  weights, batch = _network(seed=1).get_weights(), _pixels(8, seed=1)
-  bits1, after1 = _one_step(tf.distribute.get_strategy(), weights, batch)
-  bits2, after2 = _one_step(_mirrored(2), weights, batch)
+  batch = _pixels(8, seed=1)
+  bits1, after1, _ = _one_step(tf.distribute.get_strategy(), batch)
+  bits2, after2, _ = _one_step(_mirrored(2), batch)
   np.testing.assert_allclose(bits2, bits1, rtol=1e-6)
-  np.testing.assert_allclose(bits1, it.evaluate(_network(seed=1), batch, 8), rtol=1e-6)
-  assert max(np.abs(a - w).max() for a, w in zip(after1, weights)) > 1e-2  # a real update
+  _, before, network = _one_step(tf.distribute.get_strategy(), batch, rate=0.)  # the start
+  np.testing.assert_allclose(bits1, it.evaluate(network, batch, 8), rtol=1e-6)
+  assert max(np.abs(a - w).max() for a, w in zip(after1, before)) > 1e-2  # a real update
   for a1, a2 in zip(after1, after2):
     np.testing.assert_allclose(a2, a1, rtol=1e-5, atol=1e-6)
 
@@ -121,7 +126,7 @@ def test_sampler_draws_from_the_model():
 def test_two_replica_training_beats_the_uniform_and_per_pixel_baselines(tmp_path):
   result = it.train(_mirrored(2), epochs=4, batch_size=32,
                     layers=1, heads=2, dim=32, n_images=512, n_test=256, samples=8,
-                    out=str(tmp_path / "samples.png"), seed=0, log=None)
+                    out=str(tmp_path / "samples.png"), seed=0, log=None, progress=False)
   bits = result["bits_per_dim"]
   # Best model that ignores the context: one Bernoulli per pixel position.
   train_pixels = image_data.shapes(512, 8, 0).reshape(-1, 64)
@@ -131,6 +136,7 @@ def test_two_replica_training_beats_the_uniform_and_per_pixel_baselines(tmp_path
   assert len(bits) == 4 and bits[-1] < 0.8 * bits[0] and bits[-1] < 0.6 * math.log2(2)
   assert result["test_bits_per_dim"] < per_pixel - 0.05, (result, per_pixel)
   assert result["examples_per_s"] > 0
+  assert len(result["test_bits_per_epoch"]) == 4  # the evaluation hook, every epoch
   assert result["samples"].shape == (8, 8, 8) and set(np.unique(result["samples"])) <= {0, 1}
   pixels = tf.io.decode_png(tf.io.read_file(result["png"])).numpy()[..., :3] / 255.
   if importlib.util.find_spec("matplotlib"):  # a titled figure, rows labelled "samples"
@@ -140,7 +146,7 @@ def test_two_replica_training_beats_the_uniform_and_per_pixel_baselines(tmp_path
 
 def test_batch_size_not_divisible_by_replicas_names_the_flag():
   with pytest.raises(ValueError, match=r"--batch_size 33 .* replicas \(2\)"):
-    it.train(_mirrored(2), batch_size=33, log=None)
+    it.train(_mirrored(2), batch_size=33, log=None, progress=False)
 
 
 def test_launch_script_runs_on_logical_cpus(tmp_path):

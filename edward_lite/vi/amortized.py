@@ -1,0 +1,241 @@
+"""The per-datapoint ELBO of a model and an amortized variational program
+(a *guide*) on one batch, for ``ed.vi.train``.
+
+A batch is a dict ``key -> [b, ...]`` from a ``tf.data`` pipeline.  A key
+that is a parameter of the model (or of the guide) is passed to it as a
+keyword argument; a key that names a random variable of the model is its
+observed value (a key may be both, as ``x`` in ``model(x)`` drawing
+``ed.Bernoulli(..., name="x")``).  Every other random variable of the model
+is a *latent*, which the guide must draw under the same name (a fully
+observed model, e.g. an autoregressive one, takes ``guide=None``: the terms
+below without ``z`` are its log-likelihood, trained by maximum likelihood).
+Every random variable is per-datapoint: its log density has the batch on its
+first axis.
+
+For example ``i`` of the batch the guide draws ``z_i = g_phi(eps_i; x_i)``
+from standard-normal noise ``eps_i`` (``Normal``: ``loc + scale * eps``;
+``MultivariateNormal*``: ``loc + scale @ eps``; ``Independent`` and
+``TransformedDistribution`` -- ``LogNormal``, a flow -- of those), and
+
+    ELBO_i = log p(x_i | z_i) + log p(z_i) - log q(z_i | x_i)
+           = log_likelihood_i - kl_i,
+
+``kl_i = log q(z_i | x_i) - log p(z_i)`` the one-draw estimate of
+``KL(q(z | x_i) || p(z))``.  The noise is an input (``noise_spec``), drawn
+per example by the pipeline, so splitting a batch across replicas gives every
+example the draw it has on one device.
+"""
+
+import inspect
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from edward_lite.language.random_variable import DeferredValue
+from edward_lite.language.tracing import tape, trace
+from edward_lite.language.transformations import condition
+
+tfd = tfp.distributions
+
+__all__ = ["BatchProgram", "sample_from_noise"]
+
+TERMS = ("log_likelihood", "log_prior", "log_q")
+
+
+def sample_from_noise(dist, eps, name):
+  """The reparameterized draw of ``dist`` at standard-normal ``eps`` (same shape)."""
+  if isinstance(dist, tfd.Independent):
+    return sample_from_noise(dist.distribution, eps, name)
+  if isinstance(dist, tfd.Normal):
+    return dist.loc + dist.scale * eps
+  if isinstance(dist, tfd.MultivariateNormalLinearOperator):
+    x = dist.scale.matvec(eps)
+    return x if dist.loc is None else x + dist.loc
+  if isinstance(dist, tfd.TransformedDistribution):
+    return dist.bijector.forward(sample_from_noise(dist.distribution, eps, name))
+  raise ValueError(
+      f"The guide draws '{name}' from {type(dist).__name__}, which ed.vi.train cannot draw "
+      "from per-example noise; use Normal, MultivariateNormalDiag/TriL, or an Independent or "
+      "TransformedDistribution (LogNormal, a flow) of one.")
+
+
+def _parameters(fn):
+  """(keyword parameter names, takes **kwargs) of ``fn``."""
+  try:
+    params = inspect.signature(fn).parameters.values()
+  except (TypeError, ValueError):
+    return set(), True
+  return ({p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)},
+          any(p.kind == p.VAR_KEYWORD for p in params))
+
+
+def _per_example(log_prob, rows, name):
+  """``log_prob`` ``[b, ...]`` summed to ``[b]``."""
+  if log_prob.shape.rank == 0 or (log_prob.shape[0] is not None and rows is not None
+                                  and log_prob.shape[0] != rows):
+    raise ValueError(
+        f"Random variable '{name}' is not per-datapoint: its log density has shape "
+        f"{log_prob.shape.as_list()}, not [{rows}, ...] (the batch first); ed.vi.train fits "
+        "per-datapoint latents only (fit global latents with ed.vi.fit).")
+  return tf.reduce_sum(log_prob, axis=list(range(1, log_prob.shape.rank)))
+
+
+class BatchProgram:
+  """A model and its guide on batches with keys ``element_spec``.
+
+  Args:
+    model, guide: edward_lite programs (see the module docstring).
+    element_spec: the dataset's element spec, a dict ``key -> TensorSpec``.
+  """
+
+  def __init__(self, model, guide, element_spec):
+    for what, fn in (("model", model), ("guide", guide)):
+      if not callable(fn) and not (what == "guide" and fn is None):
+        raise TypeError(f"{what}= must be a callable edward_lite program; got "
+                        f"{type(fn).__name__}.")
+    if not isinstance(element_spec, dict) or not element_spec or not all(
+        isinstance(s, tf.TensorSpec) for s in element_spec.values()):
+      raise ValueError("dataset= must yield dicts key -> batch tensor (keys: observed random "
+                       "variables of the model and arguments of the model or guide); its "
+                       f"elements are {element_spec}.")
+    self.model, self.guide, self.spec = model, guide, element_spec
+    params, self._model_any = _parameters(model)
+    self._model_keys = [k for k in element_spec if self._model_any or k in params]
+    params, guide_any = _parameters(guide) if guide is not None else (set(), False)
+    self._guide_keys = [k for k in element_spec if guide_any or k in params]
+    self.observed, self.latents, self.noise_spec = None, None, None
+
+  def inspect(self, batch):
+    """Runs model and guide once on ``batch`` (eagerly, building Keras layers)
+    and checks them; returns the trainable variables they read."""
+    with tf.GradientTape() as grad_tape:
+      with tape() as rvs:
+        self.model(**{k: batch[k] for k in self._model_keys})
+      names = list(rvs)
+      self.observed = [k for k in self.spec if k in names]
+      stray = [k for k in self.spec if k not in names and k not in self._model_keys
+               and k not in self._guide_keys]
+      if stray:
+        raise ValueError(f"dataset= key(s) {stray} name neither a random variable of the "
+                         f"model (it has {names}) nor an argument of the model or guide.")
+      if not self.observed:
+        raise ValueError(f"No dataset= key names a random variable of the model (it has "
+                         f"{names}; the keys are {list(self.spec)}); the data must be observed.")
+      latents = [n for n in names if n not in self.observed]
+      if self.guide is None and latents:
+        raise ValueError(f"The model has latent(s) {latents}; give a guide= that draws them "
+                         "(guide=None is for a fully observed model, trained by maximum "
+                         "likelihood).")
+      if self.guide is not None and not latents:
+        raise ValueError(f"The model has no latent random variable (all of {names} are "
+                         "observed): there is nothing for a guide to infer; pass guide=None "
+                         "to train it by maximum likelihood.")
+      drawn = self._guide_draws(batch)
+      extra = [n for n in drawn if n not in latents]
+      if extra:
+        raise ValueError(f"The guide draws {extra}, which {'is' if len(extra) == 1 else 'are'} "
+                         f"not latent(s) of the model (its latents are {latents}).")
+      missing = [n for n in latents if n not in drawn]
+      if missing:
+        raise ValueError(f"The guide draws no random variable named {missing}; it must draw "
+                         f"every latent of the model {latents} under the same name.")
+      for n in latents:
+        want, got = rvs[n].value, drawn[n]
+        if want.shape != got.shape or want.dtype != got.dtype:
+          raise ValueError(f"The guide draws '{n}' with shape {got.shape.as_list()} and dtype "
+                           f"{got.dtype.name}; the model's has shape {want.shape.as_list()} "
+                           f"and dtype {want.dtype.name}.")
+      self.latents = {n: drawn[n] for n in latents}
+      self.noise_spec = {n: tf.TensorSpec([None] + v.shape[1:].as_list(), v.dtype)
+                         for n, v in self.latents.items()}
+      noise = {n: tf.zeros_like(v) for n, v in self.latents.items()}
+      self.terms(batch, noise)
+    # Under a strategy the tape sees a mirrored variable's local copy: train its container.
+    extended, variables = tf.distribute.get_strategy().extended, []
+    for v in grad_tape.watched_variables():
+      v = extended.value_container(v)
+      if v.trainable and not any(v is u for u in variables):
+        variables.append(v)
+    if not variables:
+      raise ValueError("Neither the model nor the guide reads a trainable variable (Keras "
+                       "layers or tf.Variable): there is nothing to train.")
+    return variables
+
+  def _guide_draws(self, batch, noise=None, log_q=None):
+    """Runs the guide: ``name -> value`` of its draws (``noise``: from it;
+    else TFP's own draw, for the first inspection).  ``log_q``: a list the
+    per-example ``log q`` terms are appended to."""
+    out = {}
+    if self.guide is None:
+      return out
+
+    def tracer(fn, *args, **kwargs):
+      name = kwargs.get("name")
+      if self.latents is not None and name not in self.latents:
+        raise ValueError(f"The guide draws {name!r}, which is not a latent of the model "
+                         f"({list(self.latents)}).")
+      if kwargs.get("sample_shape", ()) not in ((), [], None):
+        raise ValueError(f"The guide draws '{name}' with sample_shape=; give the batch shape "
+                         "through the distribution's parameters instead.")
+      if noise is not None:
+        eps = noise[name]
+        kwargs["value"] = DeferredValue(lambda d: sample_from_noise(d, eps, name))
+      rv = fn(*args, **kwargs)
+      if rv.distribution.reparameterization_type != tfd.FULLY_REPARAMETERIZED:
+        raise ValueError(f"The guide draws '{name}' from {type(rv.distribution).__name__}, "
+                         "which is not reparameterized; the ELBO gradient cannot reach the "
+                         "guide through it.")
+      out[name] = rv.value
+      if log_q is not None:
+        log_q.append(_per_example(rv.distribution.log_prob(rv.value), _rows(batch), name))
+      return rv
+
+    with trace(tracer):
+      self.guide(**{k: batch[k] for k in self._guide_keys})
+    return out
+
+  def terms(self, batch, noise):
+    """``{log_likelihood, log_prior, log_q}``, each ``[b]``, on ``batch`` with
+    the guide's draws at ``noise`` (``name -> [b, ...]``)."""
+    q_terms = []
+    drawn = self._guide_draws(batch, noise, q_terms)
+    rows = _rows(batch)
+    with tape() as rvs:
+      with condition(**{k: batch[k] for k in self.observed}, **drawn):
+        self.model(**{k: batch[k] for k in self._model_keys})
+    parts = {n: _per_example(rv.distribution.log_prob(rv.value), rows, n)
+             for n, rv in rvs.items()}
+    log_likelihood = tf.add_n([parts[k] for k in self.observed])
+    zero = tf.zeros_like(log_likelihood)  # no latents: maximum likelihood
+    return dict(log_likelihood=log_likelihood,
+                log_prior=tf.add_n([zero] + [parts[n] for n in self.latents]),
+                log_q=tf.add_n([zero] + q_terms))
+
+
+def _rows(batch):
+  """The static batch size of ``batch``, or None."""
+  return next(iter(batch.values())).shape[0]
+
+
+def noise_for(noise_spec, seed, index):
+  """``name -> [b, ...]`` standard-normal noise of batch ``index`` (int64)
+  with ``b`` rows: stateless in ``(seed, index, latent)``."""
+  def draw(rows):
+    base = tf.random.experimental.stateless_fold_in(seed, index)
+    return {name: tf.random.stateless_normal(
+        tf.concat([[rows], spec.shape[1:].as_list()], 0) if spec.shape.rank > 1 else [rows],
+        tf.random.experimental.stateless_fold_in(base, j), dtype=spec.dtype)
+            for j, (name, spec) in enumerate(sorted(noise_spec.items()))}
+  return draw
+
+
+def with_noise(dataset, noise_spec, seed, start=0):
+  """The endless pipeline of ``(data, noise)`` from step ``start``: the
+  dataset repeated, its first ``start`` batches skipped, each batch paired
+  with the noise of its step."""
+
+  def pair(step, batch):
+    rows = tf.shape(next(iter(batch.values())))[0]
+    return batch, noise_for(noise_spec, seed, step)(rows)
+
+  return dataset.repeat().skip(start).enumerate(start).map(pair)
