@@ -39,7 +39,7 @@ def result():
 
 
 def test_to_arviz_is_the_installed_arviz_container_with_every_group(result):
-  idata = result.to_arviz(prior=300)
+  idata = result.to_arviz(prior_draws=300)
   major = int(az.__version__.split(".", 1)[0])
   if major >= 1:
     import xarray  # pylint: disable=g-import-not-at-top

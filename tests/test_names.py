@@ -54,6 +54,8 @@ def test_the_draw_counts_are_draws_in_every_public_signature():
 def test_to_arviz_signatures_count_draws_and_default_seed_none():  # no ArviZ needed
   assert "draws" in inspect.signature(VIResult.to_arviz).parameters
   for fn in (VIResult.to_arviz, MCMCResult.to_arviz):
+    assert "prior_draws" in inspect.signature(fn).parameters
+  for fn in (VIResult.to_arviz, MCMCResult.to_arviz):
     assert inspect.signature(fn).parameters["seed"].default is None
 
 
@@ -104,6 +106,18 @@ def test_vi_to_arviz_n_warns_and_gives_the_same_draws(vi_fit):
   np.testing.assert_array_equal(old.posterior["a"].values, new.posterior["a"].values)
   with pytest.raises(TypeError):
     vi_fit.to_arviz(n=40, draws=40)
+
+
+def test_to_arviz_prior_warns_and_gives_the_same_prior_draws(posterior, vi_fit):
+  pytest.importorskip("arviz")
+  for result in (posterior, vi_fit):
+    with pytest.deprecated_call(match=r"`prior=` is deprecated; use `prior_draws=`"):
+      old = result.to_arviz(prior=20, seed=2, log_likelihood=False, posterior_predictive=False)
+    new = result.to_arviz(prior_draws=20, seed=2, log_likelihood=False,
+                          posterior_predictive=False)
+    for name in new.prior.data_vars:
+      np.testing.assert_array_equal(old.prior[name].values, new.prior[name].values)
+    assert new.prior[name].values.shape[:2] == (1, 20)
 
 
 def test_ed_predictive_is_a_deprecated_alias(posterior):

@@ -86,7 +86,7 @@ def test_psis_loo_matches_exact_leave_one_out(fit):
 
 def test_to_arviz_groups_serve_waic_compare_and_ppc(fit):
   az = pytest.importorskip("arviz")
-  idata = fit.to_arviz(prior=200)
+  idata = fit.to_arviz(prior_draws=200)
   assert isinstance(idata, arviz_compat.data_type())
   for group in ("posterior", "sample_stats", "log_likelihood", "posterior_predictive",
                 "observed_data", "prior", "prior_predictive"):

@@ -17,7 +17,7 @@ __all__ = ["to_inference_data"]
 
 
 def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
-                      posterior_predictive=True, prior=None, seed=0):
+                      posterior_predictive=True, prior_draws=None, seed=0):
   """Builds the installed ArviZ's data: an ``arviz.InferenceData`` (0.2x)
   or an ``xarray.DataTree`` (1.x).
 
@@ -31,7 +31,7 @@ def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
       dict name -> ``[chains, draws, *obs_shape]`` already computed).
     posterior_predictive: add ``posterior_predictive`` (observed variables
       redrawn at every draw) and ``observed_data``.
-    prior: an int ``S`` adds ``prior`` and ``prior_predictive`` groups of
+    prior_draws: an int ``S`` adds ``prior`` and ``prior_predictive`` groups of
       ``S`` prior draws (one chain).
     seed: seed of the simulations.
   """
@@ -51,9 +51,9 @@ def to_inference_data(target, posterior, sample_stats=None, log_likelihood=True,
     sims = simulation.map_draws(target.simulate, flat, seed=seed)
     groups["posterior_predictive"] = unflat({k: sims[k] for k in observed})
     groups["observed_data"] = observed
-  if prior is not None:
+  if prior_draws is not None:
     draws = simulation.map_draws(lambda _, s: target.simulate({}, s), {}, seed=seed + 1,
-                                 count=prior)
+                                 count=prior_draws)
     groups["prior"] = {k: v[None] for k, v in draws.items() if k not in observed}
     groups["prior_predictive"] = {k: v[None] for k, v in draws.items() if k in observed}
   return arviz_compat.from_groups(groups)

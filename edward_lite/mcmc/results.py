@@ -11,7 +11,7 @@ from edward_lite.analysis.predictive import posterior_predictive as simulate_pre
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 from edward_lite.mcmc import base, metric, streaming
 from edward_lite.runtime import persistence, seeds
-from edward_lite.runtime.deprecation import RenamedKeys
+from edward_lite.runtime.deprecation import RenamedKeys, renamed_keywords
 
 # Stuck or apart chains named one by one in the summary, up to this many.
 MAX_CHAIN_NOTES = 5
@@ -330,12 +330,14 @@ class MCMCResult:
 
   # -- export -------------------------------------------------------------------
 
-  def to_arviz(self, log_likelihood=True, posterior_predictive=True, prior=None, seed=None):
+  @renamed_keywords(prior="prior_draws")
+  def to_arviz(self, log_likelihood=True, posterior_predictive=True, prior_draws=None,
+               seed=None):
     """The installed ArviZ's data (an ``arviz.InferenceData`` under ArviZ
     0.2x, an ``xarray.DataTree`` under 1.x) with ``posterior`` (latents and
     ``ed.Deterministic`` values), ``sample_stats``, ``log_likelihood``,
     ``posterior_predictive`` and ``observed_data`` groups, and ``prior`` /
-    ``prior_predictive`` of ``prior`` draws when ``prior`` is an int, so
+    ``prior_predictive`` of ``prior_draws`` draws when it is an int, so
     ``az.summary``, ``az.loo``, ``az.compare`` and ArviZ's plots work.
     ``seed`` (default: the run's) seeds the predictive and prior draws.
     Needs the optional extra: ``pip install 'edward_lite[arviz]'``."""
@@ -350,7 +352,7 @@ class MCMCResult:
         sample_stats={names[k]: swap(v) for k, v in self.sample_stats.items()},
         log_likelihood=log_likelihood and {k: swap(v) for k, v in
                                            self.log_likelihood().items()},
-        posterior_predictive=posterior_predictive, prior=prior,
+        posterior_predictive=posterior_predictive, prior_draws=prior_draws,
         seed=self.seed if seed is None else seed)
 
   def save(self, path):

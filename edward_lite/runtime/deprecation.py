@@ -20,6 +20,7 @@ REASONS = {
                  "of draws returned",
     "num_gradients": "the gradient count is `num_gradients` everywhere",
     "posterior_predictive": "beside `ed.prior_predictive`",
+    "prior_draws": "a count of prior draws; `prior` names the group they fill",
 }
 
 

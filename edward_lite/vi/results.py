@@ -314,15 +314,15 @@ class VIResult:
     return posterior_predictive(self.target.program, self, *args, draws=draws,
                       seed=self._seed if seed is None else seed, **kwargs)
 
-  @renamed_keywords(n="draws")
+  @renamed_keywords(n="draws", prior="prior_draws")
   def to_arviz(self, draws=1000, resample=True, seed=None, log_likelihood=True,
-               posterior_predictive=True, prior=None):
+               posterior_predictive=True, prior_draws=None):
     """The installed ArviZ's data (``arviz.InferenceData`` or, under ArviZ
     1.x, ``xarray.DataTree``) whose ``posterior`` group holds ``draws`` draws
     (one chain): importance-resampled (``resample=True``) or straight from
     the surrogate (then ``sample_stats.log_weight`` holds the raw log
     importance weights); with ``log_likelihood``, ``posterior_predictive``,
-    ``observed_data`` and (``prior`` an int) ``prior`` groups as
+    ``observed_data`` and (``prior_draws`` an int) ``prior`` groups as
     ``MCMCResult.to_arviz``.  Without ``seed``, the fit's seed.  Needs
     ``pip install 'edward_lite[arviz]'``."""
     from edward_lite.analysis.arviz_export import to_inference_data  # pylint: disable=g-import-not-at-top
@@ -334,7 +334,7 @@ class VIResult:
       values, stats = sample.draws, {"log_weight": sample.log_weights[None]}
     return to_inference_data(self.target, {k: v[None] for k, v in values.items()},
                              sample_stats=stats, log_likelihood=log_likelihood,
-                             posterior_predictive=posterior_predictive, prior=prior,
+                             posterior_predictive=posterior_predictive, prior_draws=prior_draws,
                              seed=seed)
 
   def _describe(self):
