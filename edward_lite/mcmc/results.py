@@ -384,8 +384,11 @@ def fold_totals(totals, chunk, in_warmup):
     totals = {phase: {k: np.zeros_like(v) for k, v in chunk.items()}
               for phase in ("warmup", "sampling")}
   phase = totals["warmup" if in_warmup else "sampling"]
-  for key, value in chunk.items():
-    phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
+  # A chain whose log density overflowed has an inf (or, summed with an inf
+  # of the other sign, NaN) total: kept as such, without NumPy's warning.
+  with np.errstate(invalid="ignore", over="ignore"):
+    for key, value in chunk.items():
+      phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
   return totals
 
 
