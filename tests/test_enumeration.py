@@ -59,6 +59,39 @@ def test_the_summed_out_density_is_the_hand_marginalized_one():
                              rtol=1e-5)
 
 
+def test_the_terms_report_the_summed_out_group_as_one_term():
+  """``log_prob_terms_flat`` (the non-finite diagnosis reads it): the
+  independent terms as they are, ``z`` and ``y`` -- which change with z --
+  as one term ``log sum_z p(z | w) p(y | z, sigma)``: the hand-marginalized
+  model's ``y`` term; the terms sum to the marginal ``log_prob_flat``."""
+  y = _mixture_data()
+  summed = ed.make_target(mixture, len(y), observed={"y": y})
+  marginal = ed.make_target(mixture_marginal, len(y), observed={"y": y})
+  u = tf.random.stateless_normal([6, summed.dim], [3, 1])
+  terms = summed.log_prob_terms_flat(u)
+  assert list(terms) == ["w (Jacobian)", "w", "sigma (Jacobian)", "sigma", "z (summed out)"]
+  np.testing.assert_allclose(tf.add_n(list(terms.values())), summed.log_prob_flat(u),
+                             rtol=1e-5)
+  exact = marginal.log_prob_terms_flat(u)
+  np.testing.assert_allclose(terms["z (summed out)"], exact["y"], rtol=1e-5)
+  for name in ("w (Jacobian)", "w", "sigma (Jacobian)", "sigma"):
+    np.testing.assert_allclose(terms[name], exact[name], rtol=1e-5)
+
+
+def test_a_non_finite_summed_out_term_is_explained_by_its_parts():
+  from edward_lite.checks import nonfinite  # pylint: disable=import-outside-toplevel
+  def mixture_scaled(scale):
+    w = ed.Beta(2., 2., name="w")
+    z = ed.Bernoulli(probs=w, sample_shape=3, name="z")
+    return ed.Normal(tf.gather(MU, z), scale, name="y")
+  target = ed.make_target(mixture_scaled, np.array([1., -1., 1.], np.float32),
+                          observed={"y": np.zeros(3, np.float32)})
+  reason = nonfinite.explain(target, np.zeros([2, 1], np.float32))
+  assert reason.startswith("the log-density term of 'z (summed out)' is not finite at 2 of 2 "
+                           "points: with z summed out, the term of 'y' is not finite"), reason
+  assert "'scale' (the program's argument 'scale') has 1 non-positive value" in reason
+
+
 def test_assignments_are_drawn_with_their_conditional_probabilities():
   y = _mixture_data()
   post = ed.mcmc.sample(mixture, len(y), observed={"y": y}, chains=4, warmup=300, draws=500,

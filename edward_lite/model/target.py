@@ -391,9 +391,16 @@ class Target:
     Returns:
       dict ``name -> [C]`` in program order (observed terms scaled as in
       ``log_prob``), plus ``"<latent> (Jacobian)"`` entries; they sum to
-      ``log_prob_flat(flat)``.
+      ``log_prob_flat(flat)``.  With discrete latents summed out, each
+      group of them (``enumeration``) has one term ``"z (summed out)"``,
+      ``log sum_z`` of the group's terms (the latents' own and those of the
+      variables that change with them), in place of those terms.
     """
-    return tf.vectorized_map(lambda values: run(self, values).terms, self.unflatten(flat))
+    if self._plan is None:
+      return tf.vectorized_map(lambda values: run(self, values).terms, self.unflatten(flat))
+    return tf.vectorized_map(
+        lambda values: enumeration.log_density_terms(
+            self._terms_fn(values, Mode.UNCONSTRAINED), self._plan), self.unflatten(flat))
 
   # -- spaces and layouts -------------------------------------------------------
 
