@@ -186,7 +186,8 @@ def test_init_by_the_original_names_starts_at_those_values(centeredness):
   ``theta_noncentred`` at ``c mu + (theta - mu) / tau^(1 - c)``: the
   Deterministic ``theta`` at the start is the given value, with ``mu`` and
   ``tau`` given or drawn (a partial init, chain by chain)."""
-  from edward_lite.model.init_values import complete, parse_init  # pylint: disable=import-outside-toplevel
+  from edward_lite.model.init_values import (  # pylint: disable=import-outside-toplevel
+      complete, parse_init)
   args, obs = rm.schools_data()
   target = ed.make_target(ed.reparameterize(rm.schools_centred, centeredness=centeredness),
                           *args, observed=obs)
