@@ -59,6 +59,75 @@ def test_the_summed_out_density_is_the_hand_marginalized_one():
                              rtol=1e-5)
 
 
+def test_the_terms_report_the_summed_out_group_as_one_term():
+  """``log_prob_terms_flat`` (the non-finite diagnosis reads it): the
+  independent terms as they are, ``z`` and ``y`` -- which change with z --
+  as one term ``log sum_z p(z | w) p(y | z, sigma)``: the hand-marginalized
+  model's ``y`` term; the terms sum to the marginal ``log_prob_flat``."""
+  y = _mixture_data()
+  summed = ed.make_target(mixture, len(y), observed={"y": y})
+  marginal = ed.make_target(mixture_marginal, len(y), observed={"y": y})
+  u = tf.random.stateless_normal([6, summed.dim], [3, 1])
+  terms = summed.log_prob_terms_flat(u)
+  assert list(terms) == ["w (Jacobian)", "w", "sigma (Jacobian)", "sigma", "z (summed out)"]
+  np.testing.assert_allclose(tf.add_n(list(terms.values())), summed.log_prob_flat(u),
+                             rtol=1e-5)
+  exact = marginal.log_prob_terms_flat(u)
+  np.testing.assert_allclose(terms["z (summed out)"], exact["y"], rtol=1e-5)
+  for name in ("w (Jacobian)", "w", "sigma (Jacobian)", "sigma"):
+    np.testing.assert_allclose(terms[name], exact[name], rtol=1e-5)
+
+
+def test_a_non_finite_summed_out_term_is_explained_by_its_parts():
+  from edward_lite.checks import nonfinite  # pylint: disable=import-outside-toplevel
+  def mixture_scaled(scale):
+    w = ed.Beta(2., 2., name="w")
+    z = ed.Bernoulli(probs=w, sample_shape=3, name="z")
+    return ed.Normal(tf.gather(MU, z), scale, name="y")
+  target = ed.make_target(mixture_scaled, np.array([1., -1., 1.], np.float32),
+                          observed={"y": np.zeros(3, np.float32)})
+  reason = nonfinite.explain(target, np.zeros([2, 1], np.float32))
+  assert reason.startswith("the log-density term of 'z (summed out)' is not finite at 2 of 2 "
+                           "points: with z summed out, the term of 'y' is not finite"), reason
+  assert "'scale' (the program's argument 'scale') has 1 non-positive value" in reason
+
+
+def mixture_counted(n):
+  """The mixture with an ed.Deterministic of the assignments."""
+  w = ed.Beta(2., 2., name="w")
+  sigma = ed.HalfNormal(2., name="sigma")
+  z = ed.Bernoulli(probs=w, sample_shape=n, name="z")
+  ed.Deterministic(tf.reduce_sum(z), name="ones")
+  return ed.Normal(tf.gather(MU, z), sigma, name="y")
+
+
+def test_pointwise_sums_out_or_says_what_it_needs():
+  """One draw's pointwise log-likelihood is the hand-marginalized
+  ``log(w N(y_i; 2, sigma) + (1 - w) N(y_i; -1.5, sigma))`` per
+  observation, never a run at a prior draw of ``z``; the deterministic
+  values need ``z``'s values or a seed to draw them from ``p(z | x, y)``."""
+  from edward_lite.model import interpreter  # pylint: disable=import-outside-toplevel
+  y = _mixture_data(n=12)
+  target = ed.make_target(mixture_counted, len(y), observed={"y": y})
+  values = {"w": tf.constant(0.3), "sigma": tf.constant(0.8)}
+  exact = tfd.MixtureSameFamily(tfd.Categorical(probs=[0.7, 0.3]),
+                                tfd.Normal(MU, 0.8)).log_prob(y)
+  with pytest.raises(ValueError, match=r"values does not hold: pass their values, or seed="):
+    target.pointwise(values)
+  log_lik, deterministic = target.pointwise(values, seed=3)
+  np.testing.assert_allclose(log_lik["y"], exact, rtol=1e-5)
+  assert 0 <= int(deterministic["ones"]) <= len(y)
+  z = tf.constant(np.arange(12) % 2, tf.int32)
+  log_lik, deterministic = target.pointwise({**values, "z": z})
+  np.testing.assert_allclose(log_lik["y"], exact, rtol=1e-5)  # summed out all the same
+  assert int(deterministic["ones"]) == 6
+  with pytest.raises(ValueError, match=r"pointwise needs values of the summed-out discrete "
+                     r"latents \['z'\]"):
+    interpreter.pointwise(target, values)
+  log_lik = interpreter.pointwise(target, {**values, "z": z})[0]["y"]  # given z: conditional
+  np.testing.assert_allclose(log_lik, tfd.Normal(tf.gather(MU, z), 0.8).log_prob(y), rtol=1e-5)
+
+
 def test_assignments_are_drawn_with_their_conditional_probabilities():
   y = _mixture_data()
   post = ed.mcmc.sample(mixture, len(y), observed={"y": y}, chains=4, warmup=300, draws=500,

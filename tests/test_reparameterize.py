@@ -175,6 +175,63 @@ def test_fixed_values_and_nested_transformations():
   assert target.names == ("mu", "tau", "theta_noncentred")
 
 
+# -- init= by the original names -----------------------------------------------------
+
+THETA = np.arange(8.) - 3.
+
+
+@pytest.mark.parametrize("centeredness", [0., 0.5])
+def test_init_by_the_original_names_starts_at_those_values(centeredness):
+  """``init={"theta": ...}`` on the transformed eight schools starts
+  ``theta_noncentred`` at ``c mu + (theta - mu) / tau^(1 - c)``: the
+  Deterministic ``theta`` at the start is the given value, with ``mu`` and
+  ``tau`` given or drawn (a partial init, chain by chain)."""
+  from edward_lite.model.init_values import (  # pylint: disable=import-outside-toplevel
+      complete, parse_init)
+  args, obs = rm.schools_data()
+  target = ed.make_target(ed.reparameterize(rm.schools_centred, centeredness=centeredness),
+                          *args, observed=obs)
+  start = lambda u: target.constrain(target.unflatten(tf.constant(u)))
+  values = start(parse_init(target, {"mu": 1., "tau": 4., "theta": THETA}, 2))
+  np.testing.assert_allclose(values["mu"], [1., 1.], rtol=1e-6)
+  np.testing.assert_allclose(values["theta_noncentred"][1],
+                             centeredness + (THETA - 1.) / 4.**(1. - centeredness), rtol=1e-5)
+  np.testing.assert_allclose(target.deterministic(values)["theta"], [THETA, THETA], atol=1e-5)
+  partial = parse_init(target, {"theta": THETA}, 3)
+  drawn = np.random.default_rng(0).uniform(-2., 2., (3, target.dim)).astype(np.float32)
+  values = start(complete(target, partial, drawn))
+  assert len(set(np.asarray(values["tau"]).tolist())) == 3  # tau drawn per chain
+  np.testing.assert_allclose(target.deterministic(values)["theta"], [THETA] * 3, atol=1e-5)
+
+
+def test_init_by_the_original_names_is_accepted_by_the_sampler():
+  args, obs = rm.schools_data()
+  result = ed.mcmc.sample(ed.reparameterize(rm.schools_centred), *args, observed=obs, chains=2,
+                          draws=1, warmup=0, seed=0, progress=False,
+                          init={"mu": 1., "tau": 4., "theta": THETA})
+  assert result.draws["theta"].shape == (1, 2, 8)
+
+
+def test_init_by_the_original_names_names_its_errors():
+  args, obs = rm.schools_data()
+  target = ed.make_target(ed.reparameterize(rm.schools_centred), *args, observed=obs)
+  from edward_lite.model.init_values import parse_init  # pylint: disable=import-outside-toplevel
+  with pytest.raises(ValueError, match="init names both 'theta' and 'theta_noncentred'"):
+    parse_init(target, {"theta": THETA, "theta_noncentred": THETA}, 1)
+  with pytest.raises(ValueError, match="their original names \\['theta'\\]"):
+    parse_init(target, {"thetta": THETA}, 1)
+
+  def lognormal():
+    mu = ed.Normal(0., 1., name="mu")
+    return ed.LogNormal(mu, 1., sample_shape=2, name="w")
+  target = ed.make_target(ed.reparameterize(lognormal))
+  u = parse_init(target, {"mu": 0.5, "w": [1., np.e]}, 1)
+  np.testing.assert_allclose(target.constrain(target.unflatten(tf.constant(u)))[
+      "w_noncentred"][0], [-0.5, 0.5], rtol=1e-5)
+  with pytest.raises(ValueError, match="init values for \\['w'\\] map to non-finite"):
+    parse_init(target, {"mu": 0.5, "w": [1., -1.]}, 1)
+
+
 # -- the centred models sample at the defaults ---------------------------------------
 
 def test_centred_funnel_without_divergences():

@@ -17,6 +17,9 @@ where each is not, runs the program once eagerly there to say why:
   built at that point, e.g. bounds computed from latents
   (``edward_lite.checks.support``'s check, run with that point's parameters);
 * a latent's constraining transform whose Jacobian overflows;
+* with discrete latents summed out, the term of a group of them (``"z
+  (summed out)"``, ``Target.log_prob_terms_flat``): the group's term that is
+  NaN, or not finite at every value of the latents, explained as above;
 * otherwise the term itself, by element.
 
 Everything here runs eagerly on the host, after the failure was seen: it
@@ -30,6 +33,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.checks.support import check_observed_support
+from edward_lite.model import enumeration
+from edward_lite.model.interpreter import run
 
 __all__ = ["explain", "nonfinite_terms", "terms_at"]
 
@@ -99,10 +104,12 @@ def terms_at(target, flat_row):
   return _run_at(target, flat_row)[0]
 
 
-def _run_at(target, flat_row):
-  """``(terms, random variables)`` of one eager run at an unconstrained point ``[D]``."""
+def _run_at(target, flat_row, enumerated=None):
+  """``(terms, random variables)`` of one eager run at an unconstrained point
+  ``[D]`` (the summed-out latents at ``enumerated``, by default their first
+  values)."""
   state = {k: v[0] for k, v in target.unflatten(tf.reshape(flat_row, [1, -1])).items()}
-  one = target.run(state)
+  one = target.run(state) if enumerated is None else run(target, state, enumerated=enumerated)
   return one.terms, one.variables
 
 
@@ -112,9 +119,42 @@ def _term_text(name):
   return f"the log-density term of '{name}'"
 
 
-def _cause(target, name, flat_row):
+def _summed_group(target, name):
+  """The ``enumeration.Group`` whose summed-out term is ``name``, or None."""
+  plan = getattr(target, "enumeration", None)
+  return next((g for g in (plan.groups if plan else ())
+               if enumeration.group_term_name(g) == name), None)
+
+
+def _summed_cause(target, group, flat_row):
+  """Why a group's summed-out term ``log sum_z exp(...)`` is not finite: a
+  term of the group that is NaN at some configuration of its latents, or
+  not finite at every one, explained at the first configuration where it is
+  not finite."""
+  plan = target.enumeration
+  names = ", ".join(group.names)
+  runs = [(c, _run_at(target, flat_row, enumeration.configuration(group, plan.infos, c)))
+          for c in range(group.count)]
+  for term in group.terms:
+    finite = [bool(np.all(np.isfinite(np.asarray(r[0][term])))) for _, r in runs]
+    nan = any(np.isnan(np.asarray(r[0][term])).any() for _, r in runs)
+    if nan or not any(finite):
+      c = finite.index(False)
+      values = enumeration.configuration(group, plan.infos, c)
+      at = ", ".join(f"{n} = {_show(np.asarray(v))}" for n, v in values.items())
+      every = "" if nan else f" at every value of {names}"
+      return (f"with {names} summed out, the term of '{term}' is not finite{every} (at {at}: "
+              f"{_cause(target, term, flat_row, values)})")
+  return (f"with {names} summed out, no single term is to blame: at some element every "
+          f"configuration of {names} has probability 0")
+
+
+def _cause(target, name, flat_row, enumerated=None):
   """Why term ``name`` is not finite at one point: a clause."""
-  terms, record = _run_at(target, flat_row)
+  group = _summed_group(target, name)
+  if group is not None:
+    return _summed_cause(target, group, flat_row)
+  terms, record = _run_at(target, flat_row, enumerated)
   if name.endswith(" (Jacobian)"):
     latent = name[:-len(" (Jacobian)")]
     u = target.unflatten(tf.reshape(flat_row, [1, -1]))[latent]

@@ -47,8 +47,10 @@ when it is applied twice).  A Tensor parameter counts as possibly computed
 from latents.
 """
 
+import contextlib
 import functools
 import inspect
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -64,6 +66,10 @@ __all__ = ["reparameterize", "Reparameterized", "NONCENTRED_SUFFIX", "FAMILIES"]
 tfd = tfp.distributions
 
 NONCENTRED_SUFFIX = "_noncentred"
+
+# The original-name values being mapped to the new latents (``latent_values``):
+# a stack of (name -> value given, name -> new latent's value found) per thread.
+_INVERTING = threading.local()
 
 # Location-scale families: class -> how its latent is rebuilt ("affine": the
 # same family at (c mu, sigma^c); "log": a Normal in log space).
@@ -158,6 +164,63 @@ class Reparameterized:
     return (f"reparameterize({getattr(self.program, '__name__', self.program)}, "
             f"variables={self.variables}, centeredness={self.centeredness})")
 
+  def original_names(self, latent_names):
+    """``x -> x_noncentred`` for the latents among ``latent_names`` that
+    this transformation made: a value for ``x`` (the original variable, now
+    an ``ed.Deterministic``) can stand for one of ``x_noncentred``."""
+    return {n[:-len(NONCENTRED_SUFFIX)]: n for n in latent_names
+            if n.endswith(NONCENTRED_SUFFIX) and len(n) > len(NONCENTRED_SUFFIX)}
+
+  def latent_values(self, target, values):
+    """Constrained values in the original names, mapped to the latents.
+
+    Args:
+      target: the ``Target`` of this program (its data and latents).
+      values: dict name -> ``[C, *shape]``: for every latent of ``target``
+        either its value or, for a latent ``x_noncentred``, the value of
+        ``x`` (``original_names``).
+
+    Returns:
+      dict latent name -> NumPy ``[C, *shape]``: ``x_noncentred`` at the
+      value whose image is the given ``x`` (module docstring: ``x_tilde = c
+      mu + (x - mu) / sigma^(1 - c)``, ``log x`` for a ``LogNormal``) with
+      ``mu`` and ``sigma`` computed by one run of the program at the other
+      values, chain by chain.
+
+    Raises:
+      ValueError: a value maps to a non-finite one (outside the support of
+        the original distribution, or a zero scale there).
+    """
+    originals = {x: n for x, n in self.original_names(target.names).items() if x in values}
+    if not originals:
+      return values
+    dtype = target.dtype
+    others = {n: tf.convert_to_tensor(v, target.latents[n].dtype)
+              for n, v in values.items() if n in target.names}
+    given = {x: tf.convert_to_tensor(values[x], dtype) for x in originals}
+    seed = tf.zeros([2], tf.int32)  # every latent is set: nothing random is used
+
+    def one(args):
+      with _inverting(args[1]) as found:
+        target.simulate(args[0], seed)
+      missing = [x for x in args[1] if x not in found]
+      if missing:
+        raise ValueError(f"ed.reparameterize: {missing} were not transformed in a run at "
+                         "the given values, so their init values cannot be mapped.")
+      return {originals[x]: found[x] for x in args[1]}
+
+    mapped = {n: v.numpy() for n, v in tf.vectorized_map(one, (others, given)).items()}
+    bad = [x for x, n in originals.items() if not np.all(np.isfinite(mapped[n]))]
+    if bad:
+      raise ValueError(
+          f"init values for {bad} map to non-finite values of "
+          f"{[originals[x] for x in bad]} (ed.reparameterize's latents): a value is outside "
+          "the support of its distribution (e.g. not positive for a LogNormal) or its scale "
+          "is 0 at the other latents' values.")
+    out = {n: np.asarray(v) for n, v in values.items() if n in target.names}
+    out.update(mapped)
+    return out
+
   def bind(self, observed=(), autograph=False):
     """The program to run when the names ``observed`` carry data: a callable
     with ``program``'s arguments.  ``autograph``: run ``program`` converted
@@ -205,7 +268,8 @@ class _NonCentring:
     loc, scale = params.pop("loc", 0.), params.pop("scale", None)
     if scale is None or (self.variables is None and _is_number(loc) and _is_number(scale)):
       return traceable(fn)(*args, **kwargs)
-    return _non_centre(fn, cls, name, loc, scale, c, params, kwargs.get("sample_shape", ()))
+    return _non_centre(fn, cls, name, loc, scale, c, params, kwargs.get("sample_shape", ()),
+                       _given(name))
 
   def _centeredness(self, name):
     """The variable's ``c`` (a float or Tensor), None when it is 1 (centred)."""
@@ -248,8 +312,31 @@ def _is_number(x):
   return isinstance(x, (int, float, np.ndarray, np.generic)) and not isinstance(x, bool)
 
 
-def _non_centre(fn, cls, name, loc, scale, c, others, sample_shape):
-  """Builds ``name + NONCENTRED_SUFFIX`` and returns ``ed.Deterministic(x, name)``."""
+@contextlib.contextmanager
+def _inverting(given):
+  """Inside the block, a run of the program sets each new latent ``x_tilde``
+  to the value whose image is ``given[x]`` and records it in the dict yielded."""
+  stack = _INVERTING.__dict__.setdefault("stack", [])
+  found = {}
+  stack.append((given, found))
+  try:
+    yield found
+  finally:
+    stack.pop()
+
+
+def _given(name):
+  """``(value, found)`` when ``name``'s value is being mapped (``_inverting``), else None."""
+  stack = getattr(_INVERTING, "stack", None)
+  if stack and name in stack[-1][0]:
+    return stack[-1][0][name], stack[-1][1]
+  return None
+
+
+def _non_centre(fn, cls, name, loc, scale, c, others, sample_shape, given=None):
+  """Builds ``name + NONCENTRED_SUFFIX`` and returns ``ed.Deterministic(x, name)``;
+  with ``given = (x, found)`` (``_inverting``), sets the new latent to the
+  value whose image is ``x`` and records it in ``found[name]``."""
   loc, scale = dtypes.cast_parameter(loc), dtypes.cast_parameter(scale)
   dtype = dtype_util.common_dtype([loc, scale],
                                   dtype_hint=dtypes.float_dtype() or tf.float32)
@@ -268,12 +355,19 @@ def _non_centre(fn, cls, name, loc, scale, c, others, sample_shape):
     new_loc, new_scale = tf.zeros(batch, dtype), tf.ones(batch, dtype)
   else:
     new_loc, new_scale = c * loc, tf.pow(scale, c)
+  value = None
+  if given is not None:  # the inverse map: x_tilde = c mu + (x - mu) / sigma^(1 - c)
+    x = tf.cast(given[0], dtype)
+    if FAMILIES[cls] == "log":
+      x = tf.math.log(x)
+    value = new_loc + (x - loc) / tf.pow(scale, 1. - c)
+    given[1][name] = value
   if FAMILIES[cls] == "log":
     tilde = CONSTRUCTORS["Normal"](new_loc, new_scale, sample_shape=sample_shape,
-                                   name=name + NONCENTRED_SUFFIX)
+                                   name=name + NONCENTRED_SUFFIX, value=value)
   else:
     tilde = traceable(fn)(loc=new_loc, scale=new_scale, sample_shape=sample_shape,
-                          name=name + NONCENTRED_SUFFIX, **others)
+                          name=name + NONCENTRED_SUFFIX, value=value, **others)
   x = loc + tf.pow(scale, 1. - c) * (tf.convert_to_tensor(tilde) - new_loc)
   if FAMILIES[cls] == "log":
     x = tf.exp(x)

@@ -43,7 +43,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["EnumeratedInfo", "Group", "Plan", "support_values", "plan", "log_density",
-           "draw", "pointwise_log_likelihood", "MAX_CONFIGURATIONS"]
+           "log_density_terms", "group_term_name", "draw", "pointwise_log_likelihood",
+           "MAX_CONFIGURATIONS"]
 
 tfd = tfp.distributions
 
@@ -194,6 +195,31 @@ def log_density(run_terms, plan_):
   for group in plan_.groups:
     total.append(tf.reduce_sum(tf.reduce_logsumexp(_group_logits(group, terms), axis=0)))
   return tf.add_n(total)
+
+
+def group_term_name(group):
+  """The name of a group's summed-out term: ``"z (summed out)"``."""
+  return f"{', '.join(group.names)} (summed out)"
+
+
+def log_density_terms(run_terms, plan_):
+  """``log_density``'s terms (scalars, one chain): each independent term
+  (at any configuration: it does not change with them), then in place of
+  each group's terms (the summed-out latents' own and those that change
+  with them) one term ``group_term_name(group)``, ``sum_i logsumexp_c
+  sum_{t in g} l_t(c)_i``; in program order (a group where its first term
+  was).  They sum to ``log_density``."""
+  terms = _per_configuration(run_terms, plan_)
+  group_of = {t: g for g in plan_.groups for t in g.terms}
+  out = {}
+  for name in terms:
+    group = group_of.get(name)
+    if group is None:
+      out[name] = tf.reduce_sum(terms[name][0])
+    elif group_term_name(group) not in out:
+      out[group_term_name(group)] = tf.reduce_sum(
+          tf.reduce_logsumexp(_group_logits(group, terms), axis=0))
+  return out
 
 
 def draw(run_terms, plan_, seed):

@@ -2,7 +2,9 @@
 
 ``init`` is ``"uniform"`` (uniform on ``[-init_radius, init_radius]`` in the
 unconstrained space, as Stan), ``"prior"`` (prior draws), a dict of
-constrained values by latent name, or (for MCMC) an array ``[chains, D]`` of
+constrained values by latent name (for a latent ``x_noncentred`` of
+``ed.reparameterize``, the value of the original ``x`` may be given
+instead), or (for MCMC) an array ``[chains, D]`` of
 unconstrained states.  A dict may name some of the latents (as NumPyro's
 ``init_to_value`` and Stan's partial inits): the others start by the
 uniform rule (``PartialInit``, ``complete``).  Drawing is the caller's: MCMC
@@ -79,36 +81,66 @@ def parse_init(target, init, chains, allow_array=True, modes=MODES):
 
 def _from_values(target, init, chains, dtype):
   """Unconstrained ``[C, D]`` from a dict of constrained values (each of
-  the latent's shape, or ``[C]`` + it)."""
-  unknown = [k for k in init if k not in target.names]
+  the latent's shape, or ``[C]`` + it).  A latent ``x_noncentred`` of
+  ``ed.reparameterize`` may be given by its original name ``x``
+  (``_originals``), mapped once the other latents' values are known."""
+  originals = _originals(target)
+  both = [x for x in init if x in originals and originals[x] in init]
+  if both:
+    raise ValueError(f"init names both '{both[0]}' and '{originals[both[0]]}', the same "
+                     f"latent in its original and its non-centred coordinates; give one.")
+  unknown = [k for k in init if k not in target.names and k not in originals]
   if unknown:
+    also = (f" (or, for {list(originals.values())}, their original names "
+            f"{list(originals)})" if originals else "")
     raise ValueError(f"init names {unknown} are not latent variables; the latents are "
-                     f"{list(target.names)}.")
+                     f"{list(target.names)}{also}.")
+  by_latent = {n: x for x, n in originals.items() if x in init}  # latent -> name given
   values = {}
   for name, info in target.latents.items():
-    if name not in init:
+    key = by_latent.get(name, name)
+    if key not in init:
       continue
     try:
-      value = np.asarray(init[name], dtype)
+      value = np.asarray(init[key], dtype)
     except (TypeError, ValueError) as e:
-      raise ValueError(f"init value for '{name}' is not a number or an array of numbers: "
-                       f"{init[name]!r}.") from e
+      raise ValueError(f"init value for '{key}' is not a number or an array of numbers: "
+                       f"{init[key]!r}.") from e
     try:
-      values[name] = np.broadcast_to(value, (chains,) + tuple(info.shape)).copy()
+      values[key] = np.broadcast_to(value, (chains,) + tuple(info.shape)).copy()
     except ValueError as e:
-      raise ValueError(f"init value for '{name}' has shape {value.shape}; expected "
+      raise ValueError(f"init value for '{key}' has shape {value.shape}; expected "
                        f"{info.shape.as_list()} or [{chains}] + that.") from e
   if len(values) < len(target.names):
     return PartialInit(values)
-  return _unconstrained(target, values, chains, dtype)
+  return _unconstrained(target, _to_latents(target, values), chains, dtype)
+
+
+def _originals(target):
+  """Original name -> latent, for the values the program can map to its
+  latents (``ed.reparameterize``'s ``x -> x_noncentred``); {} for others."""
+  names = getattr(target.program, "original_names", None)
+  return names(target.names) if names is not None else {}
+
+
+def _to_latents(target, values):
+  """``values`` (constrained ``[C, *shape]``, some by an original name)
+  by latent name: the program maps the original names' values."""
+  if all(n in target.names for n in values):
+    return values
+  return target.program.latent_values(target, values)
 
 
 def complete(target, partial, u):
   """Starting points ``[C, D]`` from a ``PartialInit`` and draws ``u [C, D]``
   by its mode: the given latents at their values, the others at ``u``'s."""
   drawn = target.constrain(target.unflatten(tf.constant(u)))
-  values = {n: partial.values.get(n, np.asarray(drawn[n])) for n in target.names}
-  return _unconstrained(target, values, u.shape[0], target.dtype.as_numpy_dtype)
+  by_original = {n for x, n in _originals(target).items() if x in partial.values}
+  values = dict(partial.values)
+  values.update({n: np.asarray(drawn[n]) for n in target.names
+                 if n not in values and n not in by_original})
+  return _unconstrained(target, _to_latents(target, values), u.shape[0],
+                        target.dtype.as_numpy_dtype)
 
 
 def _unconstrained(target, values, chains, dtype):

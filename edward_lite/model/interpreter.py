@@ -122,8 +122,21 @@ def pointwise(target, values):
   """One run at constrained latent ``values`` (unbatched): each observed
   variable's elementwise log-likelihood ``log p(y_i | x)`` (shape
   ``sample_shape + batch_shape``: one entry per observation) and each
-  ``ed.Deterministic``'s value.  Returns ``(log_lik dict, deterministic dict)``."""
+  ``ed.Deterministic``'s value.  Returns ``(log_lik dict, deterministic dict)``.
+
+  Discrete latents summed out of the density (``structure.enumerated``)
+  must be in ``values`` (their draws, ``Target.derived``): the
+  log-likelihood is then the one given them, not summed out
+  (``Target.pointwise`` and ``Target.log_likelihood`` sum them out).
+  ValueError when they are not: the program would draw them from their
+  prior."""
   observed, deterministic_names = target.model_data.observed, target.structure.deterministic
+  missing = [n for n in target.structure.enumerated if n not in values]
+  if missing:
+    raise ValueError(
+        f"pointwise needs values of the summed-out discrete latents {missing} (draws from "
+        "p(z | x, y), Target.derived); for the log-likelihood with them summed out use "
+        "Target.pointwise or Target.log_likelihood.")
   log_lik, deterministic = {}, {}
 
   def tracer(fn, *args, **kwargs):

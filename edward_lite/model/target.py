@@ -288,15 +288,30 @@ class Target:
     """``enumerated values -> elementwise terms`` at one chain's ``values``."""
     return lambda enumerated: run(self, values, mode, enumerated, elementwise=True).terms
 
-  def pointwise(self, values):
+  def pointwise(self, values, seed=None):
     """One chain's ``(log-likelihood dict, deterministic dict)`` at
-    constrained ``values`` (``interpreter.pointwise``); with enumerated
-    latents, the log-likelihood sums them out and ``values`` must hold
-    their draws for the deterministic values."""
-    log_lik, deterministic = pointwise(self, values)
-    if self._plan is not None:
-      log_lik = self._summed_log_likelihood(values)
-    return log_lik, deterministic
+    constrained ``values`` (``interpreter.pointwise``).  With discrete
+    latents summed out, the log-likelihood is the marginal one, ``log p(y_i
+    | x)`` with them summed out (whether or not ``values`` holds them); the
+    ``ed.Deterministic`` values are computed at their values in ``values``
+    or, when absent, at a draw from ``p(z | x, y)`` with stateless ``seed``
+    (``derived``).  ValueError when they are absent, the program has
+    ``ed.Deterministic`` variables and ``seed`` is None."""
+    if self._plan is None:
+      return pointwise(self, values)
+    log_lik = self._summed_log_likelihood(values)
+    if not self._structure.deterministic:
+      return log_lik, {}
+    missing = [n for n in self.enumerated_names if n not in values]
+    if not missing:
+      return log_lik, pointwise(self, values)[1]
+    if seed is None:
+      raise ValueError(
+          f"The ed.Deterministic values {list(self._structure.deterministic)} may depend on "
+          f"the summed-out latents {missing}, which values does not hold: pass their values, "
+          "or seed= to draw them from p(z | x, y).")
+    derived = self.derived(values, simulation.seed_tensor(seed))
+    return log_lik, {n: derived[n] for n in self._structure.deterministic}
 
   def _summed_log_likelihood(self, values):
     """``log p(y_i | x)`` with the enumerated latents summed out (one draw)."""
@@ -391,9 +406,16 @@ class Target:
     Returns:
       dict ``name -> [C]`` in program order (observed terms scaled as in
       ``log_prob``), plus ``"<latent> (Jacobian)"`` entries; they sum to
-      ``log_prob_flat(flat)``.
+      ``log_prob_flat(flat)``.  With discrete latents summed out, each
+      group of them (``enumeration``) has one term ``"z (summed out)"``,
+      ``log sum_z`` of the group's terms (the latents' own and those of the
+      variables that change with them), in place of those terms.
     """
-    return tf.vectorized_map(lambda values: run(self, values).terms, self.unflatten(flat))
+    if self._plan is None:
+      return tf.vectorized_map(lambda values: run(self, values).terms, self.unflatten(flat))
+    return tf.vectorized_map(
+        lambda values: enumeration.log_density_terms(
+            self._terms_fn(values, Mode.UNCONSTRAINED), self._plan), self.unflatten(flat))
 
   # -- spaces and layouts -------------------------------------------------------
 
