@@ -7,7 +7,9 @@ solves ``dy/dt = fn(t, y, *args)``, ``y(t0) = y0``, and returns
 computed from random variables: the solution is differentiable with respect
 to both (``tf.GradientTape``, NUTS, VI): forward sensitivities stepped with
 the states (``edward_lite.ode.sensitivities``), or reverse mode through the
-solver's loop (``edward_lite.ode.dormand_prince``).
+solver's loop (``edward_lite.ode.dormand_prince``).  Stiff systems take
+``method="rodas3"``, a Rosenbrock method (``edward_lite.ode.rosenbrock``),
+differentiated in reverse mode.
 
 Inside a program the solve is one bounded ``tf.while_loop``, so sampling
 and VI compile it with XLA; the target evaluates programs with loops one
@@ -49,8 +51,8 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
       latent rates.
     t0: the initial time (default 0).
     rtol, atol: relative and absolute tolerances of the adaptive methods
-      (``"rk45"``, ``"rodas3"``): a step is accepted when the RMS over components of
-      ``error_i / (atol + rtol |y_i|)`` is at most 1.  When the log of a
+      (``"rk45"``, ``"rodas3"``): a step is accepted when the RMS over
+      components of ``error_i / (atol + rtol |y_i|)`` is at most 1.  When the log of a
       state enters the likelihood, set ``atol`` far below its smallest
       value (e.g. 1e-20): at 1e-6 a state that decays to 1e-20 is only
       solved to 1e-6, and its log is noise (RESULTS section 31).
@@ -61,7 +63,7 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
       orders of magnitude, chemical kinetics -- where ``"rk45"``'s step is
       held at the fastest rate's stability limit: Rodas3, a stiffly accurate,
       L-stable Rosenbrock method of order 3(2) with error control and cubic
-      Hermite output, one LU factorization of ``I - h J / 2`` per step,
+      Hermite output, one inversion of ``I - h J / 2`` per step,
       ``edward_lite.ode.rosenbrock``; each step costs ``n`` reverse passes of
       ``fn`` for the Jacobian, so on non-stiff problems prefer ``"rk45"``)
       or ``"rk4"`` (classical Runge-Kutta at a fixed step of
