@@ -35,8 +35,9 @@ come from automatic differentiation of ``fn`` at the step's start: one
 reverse pass per row (``JACOBIAN = "rows"``: as fast as the vectorized
 ``GradientTape.jacobian`` on Robertson's 3 equations, and only the rows
 compile under XLA when the solve is differentiated -- ``pfor``'s gradient
-needs shapes XLA cannot know; RESULTS section 33), evaluated with ``f`` at each accepted point, so a
-rejected step does not recompute them.
+needs shapes XLA cannot know; RESULTS section 33), taken with ``f`` in the same pass at each attempted
+step's end point and kept only when the step is accepted (a rejected step's
+pass is wasted: the loop has no branch).
 
 Error control is ``dormand_prince``'s: the scaled RMS norm of ``e`` against
 ``atol + rtol max(|y|, |y'|)``, a step accepted when it is at most 1, the
