@@ -27,17 +27,17 @@ last stage's argument plus ``k_4``) and L-stable: its stability function
 vanishes at infinity, so a stiff mode that has decayed stays decayed at any
 step size (the test checks ``R(-1e12) ~ 0``).
 
-``W`` is factored once per step and the factorization is reused by the
-four solves: as its inverse (``tf.linalg.inv``, an LU factorization with
-partial pivoting inside; XLA has no kernel for ``tf.linalg.lu``, so the
-factors cannot be kept), each solve then a matrix-vector product.  ``J`` and ``df/dt``
-come from automatic differentiation of ``fn`` at the step's start: one
-reverse pass per row (``JACOBIAN = "rows"``: as fast as the vectorized
+``W`` is factored once per step and the factorization is reused by the four
+solves: as its inverse (``tf.linalg.inv``, an LU factorization with partial
+pivoting inside; XLA has no kernel for ``tf.linalg.lu``, so the factors
+cannot be kept), each solve then a matrix-vector product. ``J`` and
+``df/dt`` come from automatic differentiation of ``fn`` at the step's start,
+one reverse pass per row (``JACOBIAN = "rows"``: as fast as the vectorized
 ``GradientTape.jacobian`` on Robertson's 3 equations, and only the rows
 compile under XLA when the solve is differentiated -- ``pfor``'s gradient
-needs shapes XLA cannot know; RESULTS section 33), taken with ``f`` in the same pass at each attempted
-step's end point and kept only when the step is accepted (a rejected step's
-pass is wasted: the loop has no branch).
+needs shapes XLA cannot know; RESULTS section 33), taken with ``f`` in the
+same pass at each attempted step's end point and kept only when the step is
+accepted (a rejected step's pass is wasted: the loop has no branch).
 
 Error control is ``dormand_prince``'s: the scaled RMS norm of ``e`` against
 ``atol + rtol max(|y|, |y'|)``, a step accepted when it is at most 1, the
