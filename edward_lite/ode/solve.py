@@ -7,7 +7,9 @@ solves ``dy/dt = fn(t, y, *args)``, ``y(t0) = y0``, and returns
 computed from random variables: the solution is differentiable with respect
 to both (``tf.GradientTape``, NUTS, VI): forward sensitivities stepped with
 the states (``edward_lite.ode.sensitivities``), or reverse mode through the
-solver's loop (``edward_lite.ode.dormand_prince``).
+solver's loop (``edward_lite.ode.dormand_prince``).  Stiff systems take
+``method="rodas3"``, a Rosenbrock method (``edward_lite.ode.rosenbrock``),
+differentiated in reverse mode.
 
 Inside a program the solve is one bounded ``tf.while_loop``, so sampling
 and VI compile it with XLA; the target evaluates programs with loops one
@@ -24,18 +26,18 @@ does not end the run (TFP's solvers raise ``InvalidArgumentError``).
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.ode import dormand_prince, rk4, sensitivities
+from edward_lite.ode import dormand_prince, rk4, rosenbrock, sensitivities
 
 __all__ = ["solve", "METHODS"]
 
-METHODS = ("rk45", "rk4")
+METHODS = ("rk45", "rodas3", "rk4")
 
 
 SENSITIVITIES = ("forward", "reverse")
 
 
 def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
-          method="rk45", steps_per_unit=None, sensitivity="forward"):
+          method="rk45", steps_per_unit=None, sensitivity=None):
   """The solution of ``dy/dt = fn(t, y, *args)``, ``y(t0) = y0``, at ``times``.
 
   Args:
@@ -48,24 +50,33 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
     args: a tuple of Tensors (or nests) passed to ``fn`` after ``y``, e.g.
       latent rates.
     t0: the initial time (default 0).
-    rtol, atol: relative and absolute tolerances of the adaptive method
-      (``"rk45"``): a step is accepted when the RMS over components of
-      ``error_i / (atol + rtol |y_i|)`` is at most 1.  When the log of a
+    rtol, atol: relative and absolute tolerances of the adaptive methods
+      (``"rk45"``, ``"rodas3"``): a step is accepted when the RMS over
+      components of ``error_i / (atol + rtol |y_i|)`` is at most 1.  When the log of a
       state enters the likelihood, set ``atol`` far below its smallest
       value (e.g. 1e-20): at 1e-6 a state that decays to 1e-20 is only
       solved to 1e-6, and its log is noise (RESULTS section 31).
     max_steps: the most attempted steps (accepted or rejected) of
-      ``"rk45"``; past it the solve fails (NaN states).
+      ``"rk45"`` and ``"rodas3"``; past it the solve fails (NaN states).
     method: ``"rk45"`` (Dormand-Prince 5(4) with error control, dense output;
-      default) or ``"rk4"`` (classical Runge-Kutta at a fixed step of
+      default), ``"rodas3"`` (for stiff systems -- decay rates that differ by
+      orders of magnitude, chemical kinetics -- where ``"rk45"``'s step is
+      held at the fastest rate's stability limit: Rodas3, a stiffly accurate,
+      L-stable Rosenbrock method of order 3(2) with error control and cubic
+      Hermite output, one inversion of ``I - h J / 2`` per step,
+      ``edward_lite.ode.rosenbrock``; each step costs ``n`` reverse passes of
+      ``fn`` for the Jacobian, so on non-stiff problems prefer ``"rk45"``)
+      or ``"rk4"`` (classical Runge-Kutta at a fixed step of
       ``1 / steps_per_unit`` time units, clipped to the output times).
     steps_per_unit: the steps per unit time of ``"rk4"`` (required there).
-    sensitivity: how ``"rk45"`` is differentiated: ``"forward"`` (default;
+    sensitivity: how ``"rk45"`` is differentiated: ``"forward"`` (its default;
       sensitivities integrated with the states, ``edward_lite.ode.sensitivities``;
       gradients reach ``y0`` and the floating Tensors of ``args`` only, so
       pass every latent-dependent value ``fn`` reads through ``args``) or
       ``"reverse"`` (reverse mode through the solver's loop; also reaches
-      values ``fn`` closes over).
+      values ``fn`` closes over).  ``"rodas3"`` is differentiated in reverse
+      mode only (its default): forward sensitivities would need the
+      derivative of its Jacobian along every parameter at every step.
 
   Returns:
     ``[T, *S]`` Tensor: ``y(times[j])`` in row ``j``; all NaN when the solve
@@ -93,8 +104,13 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
       raise ValueError(f"{name} must be a positive number; got {value!r}.")
   if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
     raise ValueError(f"max_steps must be a positive int; got {max_steps!r}.")
+  if sensitivity is None:
+    sensitivity = "reverse" if method == "rodas3" else "forward"
   if sensitivity not in SENSITIVITIES:
     raise ValueError(f"sensitivity must be one of {SENSITIVITIES}; got {sensitivity!r}.")
+  if method == "rodas3" and sensitivity == "forward":
+    raise ValueError("method='rodas3' is differentiated in reverse mode only: use "
+                     "sensitivity='reverse' (its default).")
   if method == "rk4" and (steps_per_unit is None or not steps_per_unit > 0):
     raise ValueError(f"steps_per_unit must be a positive number for method='rk4'; got "
                      f"{steps_per_unit!r}.")
@@ -121,6 +137,9 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
     if method == "rk45":
       ys, ok, _ = dormand_prince.solve(flat_fn, flat_y0, times, t0, tf.cast(rtol, dtype),
                                        tf.cast(atol, dtype), int(max_steps))
+    elif method == "rodas3":
+      ys, ok, _ = rosenbrock.solve(flat_fn, flat_y0, times, t0, tf.cast(rtol, dtype),
+                                   tf.cast(atol, dtype), int(max_steps))
     else:
       ys, ok = rk4.solve(flat_fn, flat_y0, times, t0, float(steps_per_unit))
     ys = tf.where(ok, ys, tf.constant(np.nan, dtype))
