@@ -4,10 +4,9 @@ first snippet is the home page's and runs verbatim, and the site builds with
 
 The blocks of one page run in order in one namespace, in a temporary working
 directory (plots and saved files land there). A block is skipped only when the
-line before its fence is ``<!-- no-run: reason -->``. A page whose first line is
-``<!-- run: own-process ... -->`` runs in a fresh Python process (the
-distributed page makes logical CPU devices, which must happen before
-TensorFlow starts); the others run in the test's process.
+line before its fence is ``<!-- no-run: reason -->``.
+
+``python tests/test_docs.py docs/guide/mcmc.md`` runs one page.
 """
 
 import os
@@ -21,7 +20,6 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 NO_RUN = re.compile(r"<!--\s*no-run:\s*(.+?)\s*-->")
-OWN_PROCESS = "<!-- run: own-process"
 FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 
 
@@ -58,34 +56,22 @@ def test_the_readmes_first_snippet_is_the_home_pages():
   assert readme_first == index_first
 
 
-def _run_in_own_process(page, tmp_path):
-  text = (DOCS / page).read_text()
-  script = "".join(f"# docs/{page}, line {line}\n{code}"
-                   for code, line, skip in python_blocks(text) if not skip)
-  result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=900, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
-  assert result.returncode == 0, f"docs/{page} failed:\n{result.stderr[-4000:]}"
+def run_page(page):
+  """Runs the blocks of docs/`page` in order in one namespace (in this process)."""
+  namespace = {"__name__": f"docs_{page.replace('/', '_')[:-3]}"}
+  for code, line, skip in python_blocks((DOCS / page).read_text()):
+    if not skip:
+      exec(compile(code, f"docs/{page}, the block at line {line}", "exec"), namespace)  # pylint: disable=exec-used
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_the_pages_code_runs(page, tmp_path, monkeypatch):
-  if (DOCS / page).read_text().startswith(OWN_PROCESS):
-    _run_in_own_process(page, tmp_path)
-    return
-  monkeypatch.chdir(tmp_path)
-  monkeypatch.setenv("MPLBACKEND", "Agg")
-  namespace = {"__name__": f"docs_{page.replace('/', '_')[:-3]}"}
-  for code, line, skip in python_blocks((DOCS / page).read_text()):
-    if skip:
-      continue
-    try:
-      exec(compile(code, f"docs/{page}:{line}", "exec"), namespace)  # pylint: disable=exec-used
-    except Exception as e:  # pylint: disable=broad-except
-      raise AssertionError(f"docs/{page}, the block at line {line} failed: "
-                           f"{type(e).__name__}: {e}") from e
-  plt = sys.modules.get("matplotlib.pyplot")
-  if plt is not None:
-    plt.close("all")
+def test_the_pages_code_runs(page, tmp_path):
+  # Each page in a fresh process: the distributed page makes logical CPU devices
+  # before TensorFlow starts, no page sees another's state, and the compiled
+  # programs' memory and mappings are not added to the test worker's.
+  result = subprocess.run([sys.executable, __file__, page], capture_output=True, text=True,
+                          timeout=900, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
+  assert result.returncode == 0, f"docs/{page} failed:\n{result.stderr[-4000:]}"
 
 
 def _mkdocs():
@@ -120,3 +106,8 @@ def test_the_readmes_links_to_the_docs_exist():
   assert len(links) >= 10, links
   missing = [link for link in links if not (ROOT / link).exists()]
   assert not missing, missing
+
+
+if __name__ == "__main__":
+  run_page(pathlib.Path(sys.argv[1]).resolve().relative_to(DOCS).as_posix()
+           if sys.argv[1].startswith(("docs", "/")) else sys.argv[1])
