@@ -25,13 +25,18 @@ setuptools.setup(
     ],
     extras_require={
         # ArviZ 0.2x (InferenceData) and 1.x (xarray DataTree): analysis/arviz_compat.py.
+        # The docs extra is in the test extra: tests/test_docs.py builds the site
+        # (pure Python, about 20 s to install).
         "test": ["pytest>=8", "pytest-xdist>=3", "scipy>=1.10", "arviz>=0.17,<2", "tqdm>=4.60",
-                 "matplotlib>=3.5", "graphviz>=0.20"],
+                 "matplotlib>=3.5", "graphviz>=0.20", "pandas>=1.5",
+                 "mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings[python]>=0.26"],
         "arviz": ["arviz>=0.17,<2"],
         "plot": ["matplotlib>=3.5", "arviz>=0.17,<2"],  # ed.plot
         "progress": ["tqdm>=4.60"],
         "graph": ["graphviz>=0.20"],  # ed.graph (and Graphviz's dot program to render)
         "gpu": ["tensorflow[and-cuda]==2.21.0"],
+        # The documentation site (docs/, mkdocs.yml): mkdocs serve / mkdocs build --strict.
+        "docs": ["mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings[python]>=0.26"],
     },
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -1,0 +1,113 @@
+"""The documentation cannot rot: every Python block of docs/ runs, the README's
+first snippet is the home page's and runs verbatim, and the site builds with
+``mkdocs build --strict``.
+
+The blocks of one page run in order in one namespace, in a temporary working
+directory (plots and saved files land there). A block is skipped only when the
+line before its fence is ``<!-- no-run: reason -->``.
+
+``python tests/test_docs.py docs/guide/mcmc.md`` runs one page.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+NO_RUN = re.compile(r"<!--\s*no-run:\s*(.+?)\s*-->")
+FENCE = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+
+
+def python_blocks(text):
+  """[(code, line, reason_to_skip or None)] of every ```python block of `text`."""
+  blocks = []
+  for match in FENCE.finditer(text):
+    line = text.count("\n", 0, match.start()) + 1
+    before = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+    skip = NO_RUN.search(before)
+    blocks.append((match.group(1), line, skip.group(1) if skip else None))
+  return blocks
+
+
+PAGES = sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")
+               if python_blocks(p.read_text()))
+
+
+def test_every_guide_page_has_code_and_few_opt_outs():
+  guide = sorted(p.relative_to(DOCS).as_posix() for p in (DOCS / "guide").glob("*.md"))
+  assert len(guide) >= 9, guide
+  assert set(guide) <= set(PAGES), set(guide) - set(PAGES)
+  skipped = [(page, line, reason) for page in PAGES
+             for _, line, reason in python_blocks((DOCS / page).read_text()) if reason]
+  total = sum(len(python_blocks((DOCS / page).read_text())) for page in PAGES)
+  assert len(skipped) <= max(3, total // 10), skipped  # opting out is the exception
+
+
+def test_the_readmes_first_snippet_is_the_home_pages():
+  # test_packaging.py runs the README's first snippet verbatim in a fresh process;
+  # here it must also be the first block of docs/index.md, which runs below.
+  readme_first = python_blocks((ROOT / "README.md").read_text())[0][0]
+  index_first = python_blocks((DOCS / "index.md").read_text())[0][0]
+  assert readme_first == index_first
+
+
+def run_page(page):
+  """Runs the blocks of docs/`page` in order in one namespace (in this process)."""
+  namespace = {"__name__": f"docs_{page.replace('/', '_')[:-3]}"}
+  for code, line, skip in python_blocks((DOCS / page).read_text()):
+    if not skip:
+      exec(compile(code, f"docs/{page}, the block at line {line}", "exec"), namespace)  # pylint: disable=exec-used
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_the_pages_code_runs(page, tmp_path):
+  # Each page in a fresh process: the distributed page makes logical CPU devices
+  # before TensorFlow starts, no page sees another's state, and the compiled
+  # programs' memory and mappings are not added to the test worker's.
+  result = subprocess.run([sys.executable, __file__, page], capture_output=True, text=True,
+                          timeout=900, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
+  assert result.returncode == 0, f"docs/{page} failed:\n{result.stderr[-4000:]}"
+
+
+def _mkdocs():
+  """The command that runs MkDocs: $MKDOCS (an executable, e.g. of another
+  environment), else this Python's when MkDocs and mkdocstrings import."""
+  if os.environ.get("MKDOCS"):
+    return [os.environ["MKDOCS"]]
+  try:
+    import mkdocs  # pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
+    import mkdocstrings  # pylint: disable=g-import-not-at-top,unused-import,import-outside-toplevel
+  except ImportError:
+    return None
+  return [sys.executable, "-m", "mkdocs"]
+
+
+def test_the_site_builds_in_strict_mode(tmp_path):
+  command = _mkdocs()
+  if command is None:
+    pytest.skip("MkDocs or mkdocstrings is not installed: pip install -e '.[docs]'")
+  result = subprocess.run(command + ["build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-5000:]
+  assert (tmp_path / "site" / "api" / "mcmc" / "index.html").exists()
+  html = (tmp_path / "site" / "api" / "mcmc" / "index.html").read_text()
+  assert "chains" in html  # the docstring of ed.mcmc.sample is rendered
+
+
+def test_the_readmes_links_to_the_docs_exist():
+  readme = (ROOT / "README.md").read_text()
+  links = re.findall(r"\]\(((?:docs/|CHANGELOG|CONTRIBUTING)[^)#]*)", readme)
+  assert len(links) >= 10, links
+  missing = [link for link in links if not (ROOT / link).exists()]
+  assert not missing, missing
+
+
+if __name__ == "__main__":
+  run_page(pathlib.Path(sys.argv[1]).resolve().relative_to(DOCS).as_posix()
+           if sys.argv[1].startswith(("docs", "/")) else sys.argv[1])
