@@ -6,7 +6,7 @@ The blocks of one page run in order in one namespace, in a temporary working
 directory (plots and saved files land there). A block is skipped only when the
 line before its fence is ``<!-- no-run: reason -->``.
 
-``python tests/test_docs.py docs/guide/mcmc.md`` runs one page.
+``python tests/test_docs.py docs/guide/mcmc.md [more pages]`` runs pages in order.
 """
 
 import os
@@ -64,14 +64,21 @@ def run_page(page):
       exec(compile(code, f"docs/{page}, the block at line {line}", "exec"), namespace)  # pylint: disable=exec-used
 
 
-@pytest.mark.parametrize("page", PAGES)
-def test_the_pages_code_runs(page, tmp_path):
-  # Each page in a fresh process: the distributed page makes logical CPU devices
-  # before TensorFlow starts, no page sees another's state, and the compiled
-  # programs' memory and mappings are not added to the test worker's.
-  result = subprocess.run([sys.executable, __file__, page], capture_output=True, text=True,
-                          timeout=900, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
-  assert result.returncode == 0, f"docs/{page} failed:\n{result.stderr[-4000:]}"
+# Pages that set up devices before TensorFlow starts run in a process of their
+# own; the others share one (one TensorFlow start-up instead of one per page).
+ALONE = [page for page in PAGES
+         if any("logical_cpus" in code for code, _, _ in python_blocks((DOCS / page).read_text()))]
+GROUPS = [[page] for page in ALONE] + [[page for page in PAGES if page not in ALONE]]
+
+
+@pytest.mark.parametrize("pages", GROUPS, ids=lambda pages: pages[0] if len(pages) == 1
+                         else f"{len(pages)} pages")
+def test_the_pages_code_runs(pages, tmp_path):
+  # In a fresh process: the compiled programs' memory and mappings are not
+  # added to the test worker's; each page keeps its own namespace.
+  result = subprocess.run([sys.executable, __file__] + pages, capture_output=True, text=True,
+                          timeout=1800, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
+  assert result.returncode == 0, f"docs/{pages} failed:\n{result.stderr[-4000:]}"
 
 
 def _mkdocs():
@@ -109,5 +116,6 @@ def test_the_readmes_links_to_the_docs_exist():
 
 
 if __name__ == "__main__":
-  run_page(pathlib.Path(sys.argv[1]).resolve().relative_to(DOCS).as_posix()
-           if sys.argv[1].startswith(("docs", "/")) else sys.argv[1])
+  for arg in sys.argv[1:]:
+    run_page(pathlib.Path(arg).resolve().relative_to(DOCS).as_posix()
+             if arg.startswith(("docs", "/")) else arg)
