@@ -119,6 +119,25 @@ def test_a_start_with_a_nan_gradient_is_redrawn_or_refused():
   assert np.all(np.isfinite(result.step_size)) and np.all(result.chain_accept > 0.5)
 
 
+def _finite_at_one_point():
+  # Finite only where x is exactly 0: every step away is rejected, and warmup
+  # shrinks the step size until it underflows (issue 32: such a run returned
+  # its starting point repeated, quietly).
+  x = ed.Flat(name="x")
+  ed.Normal(0., 1., name="y")
+  ed.Factor(tf.where(tf.equal(x, 0.), 0., np.float32(np.nan)), name="f")
+
+
+@pytest.mark.parametrize("kernel, sign", [
+    ("nuts", r"the step size of 4 of 4 chains collapsed to 1\.\d+e-38"),  # float32's underflow
+    ("rwmh", r"every one of its 20 sampling transitions diverged in every chain")])
+def test_a_run_that_cannot_move_stops_naming_the_latent(kernel, sign):
+  with pytest.raises(ed.mcmc.SamplingFailedError,
+                     match=sign + r".*Moving 'x' alone .*'f' .*adds NaN"):
+    ed.mcmc.sample(_finite_at_one_point, chains=4, warmup=200, draws=20, kernel=kernel,
+                   init={"x": np.zeros(4, np.float32)}, progress=False, seed=0)
+
+
 def test_init_may_name_some_latents_the_others_start_uniform():
   def model():
     mu = ed.Normal(0., 10., name="mu")

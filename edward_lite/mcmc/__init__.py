@@ -4,11 +4,13 @@ from edward_lite.runtime.checkpoint import (CheckpointCorruptError, CheckpointLo
                                             CheckpointMismatchError)
 from edward_lite.mcmc.kernels import HMC, NUTS, RWMH, ChEES, Kernel
 from edward_lite.mcmc.results import MCMCResult, Summary
+from edward_lite.mcmc.run_check import SamplingFailedError
 from edward_lite.mcmc.sample import sample
 from edward_lite.mcmc import saved as _saved  # registers MCMCResult with save / ed.load
 
 __all__ = ["sample", "HMC", "NUTS", "RWMH", "ChEES", "Kernel", "MCMCResult", "Summary",
-           "CheckpointMismatchError", "CheckpointCorruptError", "CheckpointLockedError"]
+           "CheckpointMismatchError", "CheckpointCorruptError", "CheckpointLockedError",
+           "SamplingFailedError"]
 
 
 def __dir__():

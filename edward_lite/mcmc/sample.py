@@ -42,7 +42,7 @@ from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.model.init_values import describe_init
 from edward_lite.analysis.diagnostics import psrf_from_moments
-from edward_lite.mcmc import (initial_states, metric, metric_update, restarts, schedule,
+from edward_lite.mcmc import (initial_states, metric, metric_update, restarts, run_check, schedule,
                               streaming)
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.groups import ChainGroups
@@ -321,6 +321,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   run_chunks(run_chunk, step, run_schedule[-1].end, timings, progress=progress,
              label="sampling", checkpointer=ckpt, callback=callback)
+  run_check.check_run(program, state, _step_size_in_use(state, True),
+                      totals["sampling"] if totals else None,
+                      run_schedule[-1].end - schedule.warmup_length(run_schedule))
   return MCMCResult.build(target, kernel, kept, totals, state, chains=chains,
                           warmup=schedule.warmup_length(run_schedule), draws=draws, thin=thin,
                           keep_draws=keep_draws, timings=timings, seed=seed)
