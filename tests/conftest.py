@@ -20,22 +20,41 @@ import edward_lite as ed  # pylint: disable=wrong-import-position
 LOGICAL_CPUS = ed.distribute.logical_cpus(4)
 
 
-# -- the fast tier ---------------------------------------------------------------------------
-# ``pytest -m "not slow"`` runs the fast tier; the default command runs
-# everything.  A test is slow when it is named in ``slow_tests.txt`` (one
-# ``file::test`` per line, parameters left out; the tests that took over 3 s
-# on the 2-core CI-class machine), or marked ``@pytest.mark.slow``.
+# -- tiers ------------------------------------------------------------------------------------
+# Three tiers.  ``pytest -m "not slow"`` runs the fast one.  A test is slow when
+# it is named in ``slow_tests.txt`` (one ``file::test`` per line, parameters
+# left out: tests that took over 3 s on the 2-core CI-class machine) or marked
+# ``@pytest.mark.slow``.  A test is long when named in ``long_tests.txt`` (same
+# form; ``file::test[param]`` names one case) or marked ``@pytest.mark.long``:
+# the longest end-to-end and statistical checks, each of which has a shorter
+# check of the same path in the default run.  The default run (CI's) leaves
+# the long tier out; ``--long`` (or ``-m long``) runs it.
 
-def _slow_tests():
-  path = os.path.join(os.path.dirname(__file__), "slow_tests.txt")
+def _listed(name):
+  path = os.path.join(os.path.dirname(__file__), name)
   with open(path) as f:
     return {line.split("#")[0].strip() for line in f} - {""}
 
 
-def pytest_collection_modifyitems(config, items):  # pylint: disable=unused-argument
+def pytest_addoption(parser):
+  parser.addoption("--long", action="store_true",
+                   help="also run the long tier (tests/long_tests.txt)")
+
+
+def pytest_collection_modifyitems(config, items):
   import pytest  # pylint: disable=g-import-not-at-top
-  slow = _slow_tests()
+  slow, long = _listed("slow_tests.txt"), _listed("long_tests.txt")
   for item in items:
     path, _, name = item.nodeid.partition("::")
-    if f"{os.path.basename(path)}::{name.split('[')[0]}" in slow:
+    test = f"{os.path.basename(path)}::{name}"
+    if test.split("[")[0] in slow:
       item.add_marker(pytest.mark.slow)
+    if test in long or test.split("[")[0] in long:
+      item.add_marker(pytest.mark.long)
+  if config.getoption("--long") or "long" in (config.getoption("-m") or ""):
+    return
+  left_out = [item for item in items if item.get_closest_marker("long") is not None]
+  if left_out:
+    config.hook.pytest_deselected(items=left_out)
+    items[:] = [item for item in items if item.get_closest_marker("long") is None]
+

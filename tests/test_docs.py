@@ -64,6 +64,64 @@ def run_page(page):
       exec(compile(code, f"docs/{page}, the block at line {line}", "exec"), namespace)  # pylint: disable=exec-used
 
 
+def _api_calls(code):
+  """[(dotted name, keywords)] of every ``ed.a.b(...)`` call and ``ed.a.b`` use in ``code``."""
+  import ast  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+
+  def dotted(node):
+    parts = []
+    while isinstance(node, ast.Attribute):
+      parts.append(node.attr)
+      node = node.value
+    return ".".join(reversed(parts)) if isinstance(node, ast.Name) and node.id == "ed" else None
+
+  tree = ast.parse(code)
+  calls = {id(node.func): node for node in ast.walk(tree) if isinstance(node, ast.Call)}
+  uses = []
+  for node in ast.walk(tree):
+    name = dotted(node) if isinstance(node, ast.Attribute) else None
+    if name and not isinstance(getattr(node, "ctx", None), ast.Store):
+      call = calls.get(id(node))
+      uses.append((name, [k.arg for k in call.keywords if k.arg] if call else []))
+  return uses
+
+
+def test_the_pages_code_names_what_the_library_has():
+  # The default run's form of the check below (which runs every block, in the
+  # long tier): every block parses, every ``ed.x.y`` it names exists, and
+  # every keyword it gives an ``ed`` function is one that function takes.
+  import inspect  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  import edward_lite as ed  # pylint: disable=g-import-not-at-top,import-outside-toplevel
+  problems, checked = [], 0
+  for page in PAGES + ["../README.md"]:
+    for code, line, skip in python_blocks((DOCS / page).read_text()):
+      if skip:
+        continue
+      try:
+        uses = _api_calls(code)
+      except SyntaxError as error:
+        problems.append(f"{page}:{line}: {error}")
+        continue
+      for name, keywords in uses:
+        obj = ed
+        try:
+          for part in name.split("."):
+            obj = getattr(obj, part)
+        except AttributeError:
+          problems.append(f"{page}:{line}: ed.{name} does not exist")
+          continue
+        checked += 1
+        try:
+          params = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+          continue
+        if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+          continue
+        problems += [f"{page}:{line}: ed.{name} takes no {k}=" for k in keywords if k not in params]
+  assert checked > 100, checked
+  assert not problems, problems
+
+
 # Pages that set up devices before TensorFlow starts run in a process of their
 # own; the others share one (one TensorFlow start-up instead of one per page).
 ALONE = [page for page in PAGES
@@ -77,7 +135,7 @@ def test_the_pages_code_runs(pages, tmp_path):
   # In a fresh process: the compiled programs' memory and mappings are not
   # added to the test worker's; each page keeps its own namespace.
   result = subprocess.run([sys.executable, __file__] + pages, capture_output=True, text=True,
-                          timeout=1800, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
+                          timeout=1000, cwd=tmp_path, env=dict(os.environ, MPLBACKEND="Agg"))
   assert result.returncode == 0, f"docs/{pages} failed:\n{result.stderr[-4000:]}"
 
 
