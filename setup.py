@@ -27,8 +27,8 @@ setuptools.setup(
         # ArviZ 0.2x (InferenceData) and 1.x (xarray DataTree): analysis/arviz_compat.py.
         # The docs extra is in the test extra: tests/test_docs.py builds the site
         # (pure Python, about 20 s to install).
-        "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2.2", "scipy>=1.10", "arviz>=0.17,<2", "tqdm>=4.60",
-                 "matplotlib>=3.5", "graphviz>=0.20", "pandas>=1.5",
+        "test": ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2.2", "scipy>=1.10",
+                 "arviz>=0.17,<2", "tqdm>=4.60", "matplotlib>=3.5", "graphviz>=0.20", "pandas>=1.5",
                  "mkdocs>=1.6", "mkdocs-material>=9", "mkdocstrings[python]>=0.26"],
         "arviz": ["arviz>=0.17,<2"],
         "plot": ["matplotlib>=3.5", "arviz>=0.17,<2"],  # ed.plot

@@ -51,6 +51,7 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.slow)
     if test in long or test.split("[")[0] in long:
       item.add_marker(pytest.mark.long)
+      item.add_marker(pytest.mark.slow)
   if config.getoption("--long") or "long" in (config.getoption("-m") or ""):
     return
   left_out = [item for item in items if item.get_closest_marker("long") is not None]
