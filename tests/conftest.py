@@ -47,9 +47,10 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     path, _, name = item.nodeid.partition("::")
     test = f"{os.path.basename(path)}::{name}"
-    if test.split("[")[0] in slow:
+    base = test.split("[")[0]
+    if base in slow:
       item.add_marker(pytest.mark.slow)
-    if test in long or test.split("[")[0] in long:
+    if test in long or base in long:
       item.add_marker(pytest.mark.long)
       item.add_marker(pytest.mark.slow)
   if config.getoption("--long") or "long" in (config.getoption("-m") or ""):

@@ -12,10 +12,10 @@ the tests' own subprocesses, exhausted CI's 24 GB machine.  Run in
 a worker holds a third of that.
 
 Every argument is passed to each pytest run.  Files are assigned to batches
-greedily by an estimate of their cost (their tests named in
-``slow_tests.txt`` or marked slow count 20, other files' bytes 1 per 2 kB), largest first,
-and each batch lists its files largest first so that ``--dist loadfile``
-ends on short files.  The exit status is the first failing batch's (a batch
+greedily, largest first, by an estimate of their cost (20 for each test
+named in ``slow_tests.txt`` or marked slow, 1 per 2 kB of source), and each
+batch lists its files largest first so that ``--dist loadfile`` ends on
+short files.  The exit status is the first failing batch's (a batch
 that selects no test, status 5, is not a failure unless every batch is).
 """
 

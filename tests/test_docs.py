@@ -9,6 +9,8 @@ line before its fence is ``<!-- no-run: reason -->``.
 ``python tests/test_docs.py docs/guide/mcmc.md [more pages]`` runs pages in order.
 """
 
+import ast
+import inspect
 import os
 import pathlib
 import re
@@ -66,7 +68,6 @@ def run_page(page):
 
 def _api_calls(code):
   """[(dotted name, keywords)] of every ``ed.a.b(...)`` call and ``ed.a.b`` use in ``code``."""
-  import ast  # pylint: disable=g-import-not-at-top,import-outside-toplevel
 
   def dotted(node):
     parts = []
@@ -90,7 +91,6 @@ def test_the_pages_code_names_what_the_library_has():
   # The default run's form of the check below (which runs every block, in the
   # long tier): every block parses, every ``ed.x.y`` it names exists, and
   # every keyword it gives an ``ed`` function is one that function takes.
-  import inspect  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   import edward_lite as ed  # pylint: disable=g-import-not-at-top,import-outside-toplevel
   problems, checked = [], 0
   for page in PAGES + ["../README.md"]:
