@@ -48,6 +48,25 @@ def test_low_rank_with_every_eigenpair_recovers_a_gaussian_covariance(n):
   assert np.abs(_pop_cov(u) - cov).max() > 1e-3 * np.abs(cov).max()  # draws alone are not
 
 
+def test_low_rank_with_many_pooled_draws_keeps_the_full_eigenvalues():
+  """The regularization fades as draws accumulate: with the default gamma
+  and the pooled count of 1000 chains' window (10^5 draws), a direction 50
+  times as wide as the rest keeps its eigenvalue 50 (it came out near
+  sqrt(50) when the covariances were divided by n gamma instead)."""
+  rng = np.random.default_rng(2)
+  v = rng.normal(size=4)
+  v /= np.linalg.norm(v)
+  cov = np.eye(4) + 49. * np.outer(v, v)
+  n = 100_000
+  u = rng.multivariate_normal(np.zeros(4), cov, size=n)
+  grads = -u @ np.linalg.inv(cov)
+  s, basis, lam = fisher_metric.low_rank(_pop_cov(u), _pop_cov(grads), n, 4, cutoff=1.)
+  a = np.diag(s) @ (np.eye(4) + (basis * (np.sqrt(lam) - 1.)) @ basis.T)
+  root_inv = np.linalg.inv(np.linalg.cholesky(cov))
+  ratio = np.linalg.eigvalsh(root_inv @ a @ a.T @ root_inv.T)
+  np.testing.assert_allclose(ratio, 1., rtol=0.02)
+
+
 def test_low_rank_is_within_the_cutoff_of_the_covariance_in_every_direction():
   """Eigenvalues of the rescaled estimate inside [1/2, 2] are set to 1, so
   the metric is the covariance up to a factor 2 in every direction, with

@@ -171,8 +171,13 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
                                                          z.dtype) < 0.5, -1., 1.)))
     return new, zs, info, draws
 
-  new, zs, info, draws = run(tf.constant(z0))
-  zs, info = zs.numpy(), tf.nest.map_structure(lambda v: v.numpy(), info)
+  new, states, info, draws = run(tf.constant(z0))
+  zs, info = states.z.numpy(), tf.nest.map_structure(lambda v: v.numpy(), info)
+  # Each transition's state comes with its log density and gradient.
+  for k in range(rounds):
+    np.testing.assert_allclose(states.log_prob[k].numpy(), [log_prob_np(z) for z in zs[k]],
+                               rtol=1e-10)
+    np.testing.assert_allclose(states.grad[k].numpy(), [grad_np(z) for z in zs[k]], rtol=1e-10)
   starts = [z0] + [zs[k] for k in range(rounds - 1)]
   for k in range(rounds):
     p0, directions = (x.numpy() for x in draws[k])
@@ -192,7 +197,7 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
       step = tf.constant([[h]], tf.float64)
       a, za, info_a = kernel.run_rounds(state, step, transition_seed, tf.constant(1), 1, density)
       b, info_b = kernel.one_step(state, step, transition_seed(tf.constant(0)), density)
-    return a, za[0], tf.nest.map_structure(lambda v: v[0], info_a), b, info_b
+    return a, za.z[0], tf.nest.map_structure(lambda v: v[0], info_a), b, info_b
 
   a, za, info_a, b, info_b = one_round_and_one_step(tf.constant(z0))
   np.testing.assert_array_equal(za, b.z.numpy())

@@ -7,7 +7,9 @@ streaming statistics and the kept draws, each under a flag of
 ``ChunkInputs``.  With many chains NUTS runs *rounds* instead: up to 32
 transitions per chain without waiting for the others (``kernel.run_rounds``),
 then their bookkeeping, which reads the round's recorded transitions (the
-same ``segments`` function serves both).
+same ``segments`` function serves both).  Warmup runs rounds of one
+transition (the step size adapts after each), or with very many chains
+rounds of ``WARMUP_ROUND`` with one step-size update per round.
 """
 
 from typing import NamedTuple
@@ -18,12 +20,24 @@ import tensorflow as tf
 from edward_lite.mcmc import adaptation, base, streaming
 from edward_lite.mcmc.metric import Metric, grad_to_u, to_u
 
-__all__ = ["ChunkState", "ChunkInputs", "run_chunk", "ROUNDS_MIN_CHAINS"]
+__all__ = ["ChunkState", "ChunkInputs", "run_chunk", "ROUNDS_MIN_CHAINS",
+           "WARMUP_ROUNDS_MIN_CHAINS"]
 
 # NUTS samples in rounds (each chain runs its transitions without waiting for
 # the others) from this many chains (per device) up; with fewer, lockstep
 # wastes little and the rounds' code adds compile time (RESULTS section 3).
 ROUNDS_MIN_CHAINS = 32
+# From this many chains (per device) up, NUTS's warmup runs in rounds of
+# WARMUP_ROUND transitions too, with one step-size update per round on each
+# chain's mean acceptance over it: in lockstep every warmup transition waits
+# for the longest of the chains' trajectories, which early in warmup (step
+# sizes far apart, no metric yet) are hundreds of leapfrogs long for a few
+# chains (RESULTS section 36).  Rounds of 8 lengthened kidiq's adaptive
+# warmup from 215 to 343 iterations at 1000 chains; replaying a round's
+# transitions through the per-transition update (feedback delayed by a
+# round) made the step size oscillate (740 iterations).
+WARMUP_ROUND = 4
+WARMUP_ROUNDS_MIN_CHAINS = 256
 
 class ChunkState(NamedTuple):
   """The state a chunk carries from one call to the next."""
@@ -101,18 +115,24 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
   buffers = {key: tf.zeros([capacity, chains], d) for key, d in stat_dtypes.items()}
   buffers["draws"] = tf.zeros([capacity, chains, target.constrained_dim], dtype)
   step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
+  warmup_rounds = (kernel.supports_rounds and chains >= WARMUP_ROUNDS_MIN_CHAINS
+                   and WARMUP_ROUND > 1)
+  # The step size adapts after every transition, or (warmup in rounds) once per round.
+  adapt_each = adapt_step & (not warmup_rounds)
   kstate = kernel.init(state.z, log_prob, step0)
   totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                 accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32),
                 log_prob=tf.zeros([chains], dtype), log_prob_sq=tf.zeros([chains], dtype))
 
   def one_step(i, kstate, step_size, kadapt):
-    """One kernel step: the new kernel state, the chains' states ``z`` and
-    the step's statistics."""
+    """One kernel step: the new kernel state, the chains' states ``z``, the
+    log density's gradient there (None for kernels without) and the step's
+    statistics."""
     t = start + i
     kstate, info = kernel.one_step(kstate, step_size, tf.random.experimental.stateless_fold_in(
         seed, t), log_prob, step=t, adapt_state=kadapt)
-    return kstate, kernel.state(kstate), info
+    grad = kernel.gradient(kstate) if kernel.has_gradients else None
+    return kstate, kernel.state(kstate), grad, info
 
   def body(i, kstate, dual_avg, moments, kadapt, acc, buffers, totals, transition):
     """One transition and its bookkeeping.  A chunk is all warmup or all
@@ -120,7 +140,7 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     transition costs more than elementwise work), except around the step
     size's update, which sorts the chains."""
     step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
-    new_kstate, z, info = transition(i, kstate, step_size, kadapt)
+    new_kstate, z, grad_z, info = transition(i, kstate, step_size, kadapt)
     totals = dict(
         n_grads=totals["n_grads"] + info.n_grads,
         diverging=totals["diverging"] + tf.cast(info.diverging, tf.int32),
@@ -132,15 +152,13 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     # After warmup a tf.cond skips the step size's update: it sorts the
     # chains (the bulk's median), which costs more than a cheap density's
     # whole transition at 1000 chains (RESULTS section 21).
-    dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
+    dual_avg = tf.cond(adapt_each, lambda: adaptation.step_size_update(
         dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power),
                        lambda: dual_avg)
     kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                      start + i), kadapt)
-    # The gradient at the new state: in rounds it is the round's last, which
-    # warmup's rounds of one transition make this transition's.
     def update_moments():
-      grad = grad_to_u(kernel.gradient(new_kstate), metric) if kernel.has_gradients else None
+      grad = None if grad_z is None else grad_to_u(grad_z, metric)
       return adaptation.metric_moments_update(moments, u, grad)
 
     if moments.draws.m2.shape.rank == 3:  # dense moments: O(C D^2), skipped when not collecting
@@ -185,11 +203,14 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
 
   def round_of_transitions(i, kstate, dual_avg, *carry):
     """Up to ``round_capacity`` transitions run by the kernel with no
-    chain waiting for another (one in warmup, where the step size adapts
-    after every transition), then their bookkeeping."""
-    rounds = tf.where(adapt_step, 1, tf.minimum(round_capacity, n - i))
+    chain waiting for another (in warmup one, where the step size adapts
+    after every transition, or from ``WARMUP_ROUNDS_MIN_CHAINS`` chains
+    up ``WARMUP_ROUND``, with the step size's update after the round),
+    then their bookkeeping."""
+    warmup_round = min(WARMUP_ROUND, round_capacity) if warmup_rounds else 1
+    rounds = tf.minimum(tf.where(adapt_step, warmup_round, round_capacity), n - i)
     step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
-    kstate, z_all, info_all = kernel.run_rounds(
+    kstate, states, info_all = kernel.run_rounds(
         kstate, step_size,
         lambda k: tf.random.experimental.stateless_fold_in(seed, start + i + k), rounds,
         round_capacity, log_prob)
@@ -199,10 +220,21 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     # kernel whose adapt_update would need the state before each one).
     def transition(j, kstate, step_size, kadapt):
       del step_size, kadapt
-      return kstate, tf.gather(z_all, j - i), tf.nest.map_structure(
-          lambda value: tf.gather(value, j - i), info_all)
+      return (kstate, tf.gather(states.z, j - i), tf.gather(states.grad, j - i),
+              tf.nest.map_structure(lambda value: tf.gather(value, j - i), info_all))
 
-    return segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
+    out = segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
+    if not warmup_rounds:
+      return out
+    # Warmup in rounds: one dual-averaging step per round, on each chain's
+    # mean acceptance over its transitions of the round (the step size was
+    # the same for all of them).
+    mask = tf.cast(tf.range(info_all.accept_prob.shape[0]) < rounds, dtype)[:, None]
+    accept = tf.reduce_sum(mask * tf.where(tf.math.is_finite(info_all.accept_prob),
+                                          info_all.accept_prob, 0.), 0) / tf.cast(rounds, dtype)
+    new_dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
+        out[2], accept, target_accept, share, kernel.bulk_accept_power), lambda: out[2])
+    return out[:2] + (new_dual_avg,) + out[3:]
 
   carry = (kstate, state.dual_avg, state.moments, state.kernel_adapt, state.stream, buffers,
            totals)

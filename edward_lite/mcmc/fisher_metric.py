@@ -18,9 +18,10 @@ covariance alone needs many draws to get there.
 * **Low rank plus diagonal**: with ``s`` as above, draws and gradients are
   rescaled, ``x = (u - mean u) / s`` and ``y = (g - mean g) * s``, and
   ``A A^T = diag(s) M diag(s)`` where ``M`` is the SPD geometric mean of the
-  regularized covariances ``Cx = cov(x) / (n gamma) + I`` and
-  ``Cy = cov(y) / (n gamma) + I``: the unique SPD ``M`` with
-  ``M Cy M = Cx``,
+  regularized scatter matrices ``Cx = n cov(x) / gamma + I`` and
+  ``Cy = n cov(y) / gamma + I`` (``n`` draws; as nutpie, whose ``gamma``
+  regularizes the sums of outer products, so it fades as draws accumulate):
+  the unique SPD ``M`` with ``M Cy M = Cx``,
 
       M = Cy^{-1/2} (Cy^{1/2} Cx Cy^{1/2})^{1/2} Cy^{-1/2}.
 
@@ -115,7 +116,11 @@ def low_rank(draw_cov, grad_cov, count, max_rank, gamma=GAMMA, cutoff=CUTOFF):
   basis, lam = np.zeros([dim, max_rank]), np.ones([max_rank])
   if max_rank == 0:
     return s, basis, lam
-  scale = count * gamma
+  # Scaled by n / gamma, not 1 / (n gamma): the latter (an earlier nutpie's
+  # form, harmless at its few hundred draws per chain) shrinks every
+  # eigenvalue lambda of M to about sqrt(lambda) once n gamma reaches 1, which
+  # 1000 chains' pooled windows do (RESULTS section 36).
+  scale = gamma / count
   eye = np.eye(dim)
   cx = draw_cov / np.outer(s, s) / scale + eye
   cy = grad_cov * np.outer(s, s) / scale + eye

@@ -123,9 +123,11 @@ class NUTS(GradientKernel):
       fn: the log density ``[C, D] -> [C]``.
 
     Returns:
-      ``(kstate, z, info)``: the last state, the states after each
-      transition ``[capacity, C, D]`` and the per-transition statistics
-      ``[capacity, C]`` (rows ``>= rounds`` unspecified).
+      ``(kstate, states, info)``: the last state, the states after each
+      transition (a ``GradState`` of ``z [capacity, C, D]``, ``log_prob
+      [capacity, C]`` and ``grad [capacity, C, D]``; warmup's metric reads
+      the gradients) and the per-transition statistics ``[capacity, C]``
+      (rows ``>= rounds`` unspecified).
     """
     depth_max = self.max_tree_depth
     z0, dtype = kstate.z, kstate.z.dtype
@@ -172,7 +174,7 @@ class NUTS(GradientKernel):
           n_grads=tf.where(m, 0, tree.n_grads), diverging=tree.diverging & ~m)
       return tree, tf.where(m, new_h0, h0), reset(new_directions, directions)
 
-    # Per transition, one row [C, D + 6]: the state, then the statistics
+    # Per transition, one row [C, 2 D + 6]: the state and its gradient, then the statistics
     # (integers and booleans are exact in floating point); a scratch row at
     # ``capacity`` takes the writes of unfinished chains.
     p0, directions = next_draws(tf.zeros([chains], tf.int32))
@@ -185,8 +187,8 @@ class NUTS(GradientKernel):
       accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
       values = TransitionInfo(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
                               tree.proposal.log_prob).statistics()
-      row = tf.concat([tree.proposal.z] + [tf.cast(v, dtype)[:, None] for v in values.values()],
-                      -1)
+      row = tf.concat([tree.proposal.z, tree.proposal.grad]
+                      + [tf.cast(v, dtype)[:, None] for v in values.values()], -1)
       index = tf.stack([tf.where(finished, k, capacity), chain_index], -1)
       out = tf.tensor_scatter_nd_update(out, index, row)
       k = k + tf.cast(finished, tf.int32)
@@ -196,13 +198,14 @@ class NUTS(GradientKernel):
     tree, out = tf.while_loop(
         lambda i, k, *_: tf.reduce_any(k < rounds), body,
         (tf.constant(0), tf.zeros([chains], tf.int32), tree, tree.energy, directions,
-         tf.zeros([capacity + 1, chains, dim + len(STATISTICS)], dtype)))[2::3]
+         tf.zeros([capacity + 1, chains, 2 * dim + len(STATISTICS)], dtype)))[2::3]
     out = out[:capacity]
-    info = TransitionInfo(*(out[..., dim + j] for j in range(len(STATISTICS))))
+    info = TransitionInfo(*(out[..., 2 * dim + j] for j in range(len(STATISTICS))))
     info = info._replace(diverging=info.diverging > 0.5,
                          n_grads=tf.cast(info.n_grads, tf.int32),
                          tree_depth=tf.cast(info.tree_depth, tf.int32))
-    return tree.proposal, out[..., :dim], info
+    states = GradState(out[..., :dim], info.log_prob, out[..., dim:2 * dim])
+    return tree.proposal, states, info
 
 
 def _new_tree(state, p0, depth_max):

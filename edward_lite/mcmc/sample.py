@@ -25,7 +25,8 @@ and a resumed run equals an uninterrupted one.  With 32 chains or more
 NUTS samples in *rounds*: after warmup each chain runs up to 32 transitions
 in a row without waiting for the others (``NUTS.run_rounds``), a round
 ending with its chunk, so those draws depend on the chunk size too (resuming
-cuts the same chunks).
+cuts the same chunks).  With 256 chains or more warmup runs in rounds of 4,
+the step size adapting once per round, so the warmup depends on it as well.
 """
 
 import collections
