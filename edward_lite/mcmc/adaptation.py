@@ -34,7 +34,7 @@ __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
            "WelfordState", "welford_init", "welford_update", "welford_variance",
            "welford_covariance", "MetricMoments", "metric_moments_init",
            "metric_moments_update",
-           "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update"]
+           "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update", "power_mean"]
 
 DualAveragingState = collections.namedtuple(
     "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu", "deficit"])
@@ -241,17 +241,23 @@ def step_size_update(state, accept_prob, target_accept, share, power=ACCEPT_POWE
   deficit = (1. - DEFICIT_RATE) * state.deficit + DEFICIT_RATE * (target_accept - accept[:, None])
   own = dual_averaging_update(state._replace(deficit=deficit), accept[:, None], target_accept)
   bulk, median_chain = bulk_chains(deficit)
-  weight = tf.cast(bulk[:, 0], accept.dtype)
-  floored = tf.maximum(accept, ACCEPT_FLOOR)
-  if power == 0:
-    bulk_accept = tf.exp(tf.reduce_sum(weight * tf.math.log(floored)) / tf.reduce_sum(weight))
-  else:
-    bulk_accept = (tf.reduce_sum(weight * floored**power) / tf.reduce_sum(weight))**(1. / power)
+  bulk_accept = power_mean(accept, tf.cast(bulk[:, 0], accept.dtype), power, axis=0)
   shared = dual_averaging_update(
       tf.nest.map_structure(lambda x: tf.gather(x, median_chain[None]), state),
       bulk_accept[None, None], target_accept)
   mixed = DualAveragingState(*[tf.where(share & bulk, s, o) for s, o in zip(shared, own)])
   return mixed._replace(deficit=deficit)
+
+
+def power_mean(accept, weight, power, axis):
+  """The weighted power mean with exponent ``power`` (0: geometric) of the
+  acceptance statistics ``accept`` floored at ``ACCEPT_FLOOR``, along
+  ``axis`` (weights of the same shape, at least one positive)."""
+  floored = tf.maximum(accept, ACCEPT_FLOOR)
+  total = tf.reduce_sum(weight, axis)
+  if power == 0:
+    return tf.exp(tf.reduce_sum(weight * tf.math.log(floored), axis) / total)
+  return (tf.reduce_sum(weight * floored**power, axis) / total)**(1. / power)
 
 
 def pool_flags(pooled):
