@@ -213,7 +213,7 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     kstate, states, info_all = kernel.run_rounds(
         kstate, step_size,
         lambda k: tf.random.experimental.stateless_fold_in(seed, start + i + k), rounds,
-        round_capacity, log_prob)
+        round_capacity, log_prob, record_gradients=collect)
 
     # The round has already advanced ``kstate``; the bookkeeping reads its
     # transitions' states and statistics (``base.check_kernel`` refuses a

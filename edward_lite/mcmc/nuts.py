@@ -101,7 +101,8 @@ class NUTS(GradientKernel):
     return tree.proposal, TransitionInfo(accept, tree.diverging, tree.n_grads, tree.depth,
                                          tree.energy, tree.proposal.log_prob)
 
-  def run_rounds(self, kstate, step_size, transition_seed, rounds, capacity, fn):
+  def run_rounds(self, kstate, step_size, transition_seed, rounds, capacity, fn,
+                 record_gradients=True):
     """``rounds`` transitions of every chain, each chain starting its next
     trajectory as soon as its last one ends.
 
@@ -121,6 +122,9 @@ class NUTS(GradientKernel):
       rounds: scalar int32 Tensor, ``1 <= rounds <= capacity``.
       capacity: Python int, the size of the per-transition outputs.
       fn: the log density ``[C, D] -> [C]``.
+      record_gradients: scalar bool (Tensor): record each transition's
+        gradient (warmup's metric reads them; otherwise they are zeros, and
+        each leapfrog step writes ``D`` numbers per chain fewer).
 
     Returns:
       ``(kstate, states, info)``: the last state, the states after each
@@ -174,37 +178,42 @@ class NUTS(GradientKernel):
           n_grads=tf.where(m, 0, tree.n_grads), diverging=tree.diverging & ~m)
       return tree, tf.where(m, new_h0, h0), reset(new_directions, directions)
 
-    # Per transition, one row [C, 2 D + 6]: the state and its gradient, then the statistics
-    # (integers and booleans are exact in floating point); a scratch row at
-    # ``capacity`` takes the writes of unfinished chains.
+    # Per transition, one row [C, D + 6]: the state, then the statistics
+    # (integers and booleans are exact in floating point), and with
+    # record_gradients one [C, D] of gradients; a scratch row at ``capacity``
+    # takes the writes of unfinished chains.
     p0, directions = next_draws(tf.zeros([chains], tf.int32))
     tree = _new_tree(kstate, p0, depth_max)
 
-    def body(i, k, tree, h0, directions, out):
+    def body(i, k, tree, h0, directions, out, grads):
       tree = _leapfrog_leaf(tree, fn, step_size, directions, h0,
                             tf.random.experimental.stateless_fold_in(leaf_seed, i), depth_max)
       finished = tree.done & (k < rounds)
       accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
       values = TransitionInfo(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
                               tree.proposal.log_prob).statistics()
-      row = tf.concat([tree.proposal.z, tree.proposal.grad]
-                      + [tf.cast(v, dtype)[:, None] for v in values.values()], -1)
+      row = tf.concat([tree.proposal.z] + [tf.cast(v, dtype)[:, None] for v in values.values()],
+                      -1)
       index = tf.stack([tf.where(finished, k, capacity), chain_index], -1)
       out = tf.tensor_scatter_nd_update(out, index, row)
+      grads = tf.cond(tf.convert_to_tensor(record_gradients),
+                      lambda: tf.tensor_scatter_nd_update(grads, index, tree.proposal.grad),
+                      lambda: grads)
       k = k + tf.cast(finished, tf.int32)
       tree, h0, directions = restart(tree, h0, directions, finished & (k < rounds), k)
-      return i + 1, k, tree, h0, directions, out
+      return i + 1, k, tree, h0, directions, out, grads
 
-    tree, out = tf.while_loop(
+    _, _, tree, _, _, out, grads = tf.while_loop(
         lambda i, k, *_: tf.reduce_any(k < rounds), body,
         (tf.constant(0), tf.zeros([chains], tf.int32), tree, tree.energy, directions,
-         tf.zeros([capacity + 1, chains, 2 * dim + len(STATISTICS)], dtype)))[2::3]
+         tf.zeros([capacity + 1, chains, dim + len(STATISTICS)], dtype),
+         tf.zeros([capacity + 1, chains, dim], dtype)))
     out = out[:capacity]
-    info = TransitionInfo(*(out[..., 2 * dim + j] for j in range(len(STATISTICS))))
+    info = TransitionInfo(*(out[..., dim + j] for j in range(len(STATISTICS))))
     info = info._replace(diverging=info.diverging > 0.5,
                          n_grads=tf.cast(info.n_grads, tf.int32),
                          tree_depth=tf.cast(info.tree_depth, tf.int32))
-    states = GradState(out[..., :dim], info.log_prob, out[..., dim:2 * dim])
+    states = GradState(out[..., :dim], info.log_prob, grads[:capacity])
     return tree.proposal, states, info
 
 
