@@ -117,8 +117,6 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
   step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
   rounds_mode = kernel.supports_rounds and chains >= ROUNDS_MIN_CHAINS
   warmup_rounds = rounds_mode and chains >= WARMUP_ROUNDS_MIN_CHAINS and WARMUP_ROUND > 1
-  # The step size adapts after every transition, or (warmup in rounds) once per round.
-  adapt_each = adapt_step & (not warmup_rounds)
   kstate = kernel.init(state.z, log_prob, step0)
   totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                 accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32),
@@ -152,9 +150,10 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     # After warmup a tf.cond skips the step size's update: it sorts the
     # chains (the bulk's median), which costs more than a cheap density's
     # whole transition at 1000 chains (RESULTS section 21).
-    dual_avg = tf.cond(adapt_each, lambda: adaptation.step_size_update(
-        dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power),
-                       lambda: dual_avg)
+    if not warmup_rounds:  # else once per round (round_of_transitions)
+      dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
+          dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power),
+                         lambda: dual_avg)
     kadapt = _select(adapt_step, kernel.adapt_update(kadapt, kstate, info, step_size,
                                                      start + i), kadapt)
     def update_moments():

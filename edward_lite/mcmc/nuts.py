@@ -196,9 +196,8 @@ class NUTS(GradientKernel):
                       -1)
       index = tf.stack([tf.where(finished, k, capacity), chain_index], -1)
       out = tf.tensor_scatter_nd_update(out, index, row)
-      grads = tf.cond(tf.convert_to_tensor(record_gradients),
-                      lambda: tf.tensor_scatter_nd_update(grads, index, tree.proposal.grad),
-                      lambda: grads)
+      grads = tf.tensor_scatter_nd_update(grads, tf.stack(
+          [tf.where(finished & record_gradients, k, capacity), chain_index], -1), tree.proposal.grad)
       k = k + tf.cast(finished, tf.int32)
       tree, h0, directions = restart(tree, h0, directions, finished & (k < rounds), k)
       return i + 1, k, tree, h0, directions, out, grads
