@@ -259,8 +259,8 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
 
 def _round_capacity(chains, dim):
   """Transitions per round of a kernel that runs rounds (NUTS): up to 32,
-  fewer when the round's momenta and states (``2 * K * C * D`` numbers)
-  would exceed 2^23 numbers."""
+  fewer when the round's momenta, states and gradients (``3 * K * C * D``
+  numbers) would exceed ``3 * 2^22``."""
   return int(np.clip(2 ** 22 // (chains * dim), 1, 32))
 
 

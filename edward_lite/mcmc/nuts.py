@@ -122,16 +122,15 @@ class NUTS(GradientKernel):
       rounds: scalar int32 Tensor, ``1 <= rounds <= capacity``.
       capacity: Python int, the size of the per-transition outputs.
       fn: the log density ``[C, D] -> [C]``.
-      record_gradients: scalar bool (Tensor): record each transition's
-        gradient (warmup's metric reads them; otherwise they are zeros, and
-        each leapfrog step writes ``D`` numbers per chain fewer).
+      record_gradients: scalar bool (Python or Tensor): record each
+        transition's gradient in ``states.grad`` (warmup's metric reads
+        them); otherwise those rows stay zero.
 
     Returns:
       ``(kstate, states, info)``: the last state, the states after each
       transition (a ``GradState`` of ``z [capacity, C, D]``, ``log_prob
-      [capacity, C]`` and ``grad [capacity, C, D]``; warmup's metric reads
-      the gradients) and the per-transition statistics ``[capacity, C]``
-      (rows ``>= rounds`` unspecified).
+      [capacity, C]`` and ``grad [capacity, C, D]``) and the per-transition
+      statistics ``[capacity, C]`` (rows ``>= rounds`` unspecified).
     """
     depth_max = self.max_tree_depth
     z0, dtype = kstate.z, kstate.z.dtype
