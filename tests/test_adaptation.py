@@ -176,6 +176,19 @@ def test_the_shared_bulk_state_is_dual_averaging_on_the_harmonic_mean_acceptance
   np.testing.assert_allclose(state.log_step.numpy(), own.log_step.numpy(), rtol=1e-12)
 
 
+def test_power_mean_of_floored_acceptances_over_a_round():
+  """Warmup in rounds feeds each chain's power mean over the round's
+  transitions (rows past the round weighted 0): harmonic and geometric
+  means computed by hand, every value floored at ``ACCEPT_FLOOR``."""
+  a = np.array([[0.9, 0.5], [0.6, 0.01], [0.3, 0.2]])  # [R = 3 rows, C = 2]
+  w = np.array([[1.], [1.], [0.]]) * np.ones_like(a)   # a round of 2
+  floored = np.maximum(a[:2], adaptation.ACCEPT_FLOOR)
+  harmonic = adaptation.power_mean(tf.constant(a), tf.constant(w), -1., axis=0)
+  np.testing.assert_allclose(harmonic, 2. / (1. / floored).sum(0), rtol=1e-12)
+  geometric = adaptation.power_mean(tf.constant(a), tf.constant(w), 0, axis=0)
+  np.testing.assert_allclose(geometric, np.sqrt(floored.prod(0)), rtol=1e-12)
+
+
 def test_random_walk_bulk_is_tuned_on_the_geometric_mean_acceptance():
   # A random walk's acceptance probabilities spread over [0, 1] on any
   # posterior; RWMH's bulk uses the geometric mean (power 0), the gradient
