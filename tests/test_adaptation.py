@@ -181,7 +181,7 @@ def test_power_mean_of_floored_acceptances_over_a_round():
   transitions (rows past the round weighted 0): harmonic and geometric
   means computed by hand, every value floored at ``ACCEPT_FLOOR``."""
   a = np.array([[0.9, 0.5], [0.6, 0.01], [0.3, 0.2]])  # [R = 3 rows, C = 2]
-  w = np.array([[1.], [1.], [0.]]) * np.ones_like(a)   # a round of 2
+  w = np.array([[1.], [1.], [0.]])                     # a round of 2, broadcast over chains
   floored = np.maximum(a[:2], adaptation.ACCEPT_FLOOR)
   harmonic = adaptation.power_mean(tf.constant(a), tf.constant(w), -1., axis=0)
   np.testing.assert_allclose(harmonic, 2. / (1. / floored).sum(0), rtol=1e-12)

@@ -252,8 +252,9 @@ def step_size_update(state, accept_prob, target_accept, share, power=ACCEPT_POWE
 def power_mean(accept, weight, power, axis):
   """The weighted power mean with exponent ``power`` (0: geometric) of the
   acceptance statistics ``accept`` floored at ``ACCEPT_FLOOR``, along
-  ``axis`` (weights of the same shape, at least one positive)."""
+  ``axis`` (weights broadcast against it, at least one positive)."""
   floored = tf.maximum(accept, ACCEPT_FLOOR)
+  weight = tf.broadcast_to(weight, tf.shape(floored))
   total = tf.reduce_sum(weight, axis)
   if power == 0:
     return tf.exp(tf.reduce_sum(weight * tf.math.log(floored), axis) / total)

@@ -222,9 +222,10 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
       return (kstate, tf.gather(states.z, j - i), tf.gather(states.grad, j - i),
               tf.nest.map_structure(lambda value: tf.gather(value, j - i), info_all))
 
-    out = segments(i, i + rounds, (kstate, dual_avg) + carry, transition)
+    j, kstate, dual_avg, *carry = segments(i, i + rounds, (kstate, dual_avg) + carry,
+                                           transition)
     if not warmup_rounds:
-      return out
+      return (j, kstate, dual_avg, *carry)
     # Warmup in rounds: one dual-averaging step per round (the step size was
     # the same for all of its transitions), on each chain's power mean of
     # its acceptance over them, the one the bulk's shared step size takes
@@ -234,11 +235,10 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     # against lockstep's 11; RESULTS section 36).
     mask = tf.cast(tf.range(info_all.accept_prob.shape[0]) < rounds, dtype)[:, None]
     finite = tf.where(tf.math.is_finite(info_all.accept_prob), info_all.accept_prob, 0.)
-    accept = adaptation.power_mean(finite, mask * tf.ones_like(finite),
-                                   kernel.bulk_accept_power, axis=0)
-    new_dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
-        out[2], accept, target_accept, share, kernel.bulk_accept_power), lambda: out[2])
-    return out[:2] + (new_dual_avg,) + out[3:]
+    accept = adaptation.power_mean(finite, mask, kernel.bulk_accept_power, axis=0)
+    dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
+        dual_avg, accept, target_accept, share, kernel.bulk_accept_power), lambda: dual_avg)
+    return (j, kstate, dual_avg, *carry)
 
   carry = (kstate, state.dual_avg, state.moments, state.kernel_adapt, state.stream, buffers,
            totals)
