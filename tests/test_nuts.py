@@ -106,10 +106,8 @@ def test_tree_sizes_equal_the_recursive_construction(case):
       state = kernel.init(z, fn, h)
       new, info = kernel.one_step(state, tf.constant([[h]], tf.float64), seed, fn)
       # The kernel's initial momenta and directions, drawn as it draws them.
-      seeds = tf.random.experimental.stateless_split(seed, 3)
-      p0 = base.stateless_normal(tf.shape(z), seeds[0], z.dtype)
-      u = base.stateless_uniform([chains, max_depth], seeds[1], z.dtype)
-    return new, info, p0, tf.where(u < 0.5, -1., 1.)
+      p0, directions = nuts._momentum_and_directions(seed, chains, dim, max_depth, z.dtype)
+    return new, info, p0, directions
 
   new, info, p0, directions = one_step(tf.constant(z0))
   expected = [_reference_trajectory(log_prob_np, grad_np, z0[c], p0.numpy()[c], h,
@@ -165,10 +163,8 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
                                         tf.constant(rounds), rounds + 2, fn)
       draws = []
       for k in range(rounds):
-        seeds = tf.random.experimental.stateless_split(transition_seed(tf.constant(k)), 3)
-        draws.append((base.stateless_normal(tf.shape(z), seeds[0], z.dtype),
-                      tf.where(base.stateless_uniform([chains, max_depth], seeds[1],
-                                                         z.dtype) < 0.5, -1., 1.)))
+        draws.append(nuts._momentum_and_directions(transition_seed(tf.constant(k)), chains, dim,
+                                                   max_depth, z.dtype))
     return new, zs, info, draws
 
   new, states, info, draws = run(tf.constant(z0))

@@ -42,7 +42,7 @@ from edward_lite.mcmc import adaptation
 
 __all__ = ["Kernel", "GradientKernel", "GradState", "MAX_ENERGY_ERROR", "STATISTICS",
            "TransitionInfo", "check_kernel", "check_number", "leapfrog", "metropolis",
-           "random_algorithm", "stateless_normal", "stateless_uniform"]
+           "random_algorithm", "stateless_normal", "stateless_uniform", "fold_in", "split"]
 
 MAX_ENERGY_ERROR = 1000.  # |H' - H| above this is a divergence (as Stan)
 
@@ -72,6 +72,26 @@ def stateless_normal(shape, seed, dtype):
 
 def stateless_uniform(shape, seed, dtype, minval=0, maxval=None):
   return tf.random.stateless_uniform(shape, seed, minval, maxval, dtype=dtype,
+                                     alg=_algorithm())
+
+
+def split(seed, n):
+  """``n`` new seed pairs ``[n, 2]`` from ``seed``: one draw keyed by it
+  (``tf.random.experimental.stateless_split`` without its Philox scramble,
+  as ``fold_in``)."""
+  return tf.random.stateless_uniform([n, 2], seed, minval=None, maxval=None, dtype=seed.dtype,
+                                     alg=_algorithm())
+
+
+def fold_in(seed, data):
+  """A new seed pair from ``seed`` (int32 ``[2]``) and ``data`` (a scalar
+  int32): one draw of two full-range integers keyed by ``seed`` with
+  ``data`` added to its second word, with the trace's algorithm.
+  TensorFlow's ``stateless_fold_in`` first scrambles the seed with Philox
+  (``StatelessRandomGetKeyCounter``), about 270 XLA instructions per call
+  site; the chunk calls this once per transition (RESULTS section 37)."""
+  return tf.random.stateless_uniform([2], seed + tf.stack([tf.zeros_like(data), data]),
+                                     minval=None, maxval=None, dtype=seed.dtype,
                                      alg=_algorithm())
 
 

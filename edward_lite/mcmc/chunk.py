@@ -127,8 +127,8 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     log density's gradient there (None for kernels without) and the step's
     statistics."""
     t = start + i
-    kstate, info = kernel.one_step(kstate, step_size, tf.random.experimental.stateless_fold_in(
-        seed, t), log_prob, step=t, adapt_state=kadapt)
+    kstate, info = kernel.one_step(kstate, step_size, base.fold_in(seed, t), log_prob, step=t,
+                                   adapt_state=kadapt)
     grad = kernel.gradient(kstate) if kernel.has_gradients else None
     return kstate, kernel.state(kstate), grad, info
 
@@ -211,7 +211,7 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
     kstate, states, info_all = kernel.run_rounds(
         kstate, step_size,
-        lambda k: tf.random.experimental.stateless_fold_in(seed, start + i + k), rounds,
+        lambda k: base.fold_in(seed, start + i + k), rounds,
         round_capacity, log_prob, record_gradients=collect)
 
     # The round has already advanced ``kstate``; the bookkeeping reads its

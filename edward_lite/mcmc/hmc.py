@@ -7,8 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.mcmc.base import (GradState, GradientKernel, MAX_ENERGY_ERROR, check_number,
-                                   leapfrog, metropolis, stateless_normal, stateless_uniform,
-                                   TransitionInfo)
+                                   leapfrog, metropolis, split, stateless_normal,
+                                   stateless_uniform, TransitionInfo)
 
 __all__ = ["HMC", "ChEES"]
 
@@ -45,7 +45,7 @@ class HMC(GradientKernel):
     return stateless_uniform([], seed, tf.int32, 1, 2 * self.num_leapfrog_steps)
 
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
-    seeds = tf.random.experimental.stateless_split(seed, 3)
+    seeds = split(seed, 3)
     p0 = stateless_normal(tf.shape(kstate.z), seeds[0], kstate.z.dtype)
     steps = self.num_steps(seeds[2], step, step_size, adapt_state)
     z, p, lp, grad = leapfrog(fn, kstate.z, p0, kstate.grad, step_size, steps)

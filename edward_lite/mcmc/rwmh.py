@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.mcmc.base import (GradState, Kernel, check_number, metropolis,
-                                   stateless_normal, TransitionInfo)
+                                   split, stateless_normal, TransitionInfo)
 
 __all__ = ["RWMH"]
 
@@ -57,7 +57,7 @@ class RWMH(Kernel):
 
   def one_step(self, kstate, step_size, seed, fn, step=0, adapt_state=()):
     del step, adapt_state
-    seeds = tf.random.experimental.stateless_split(seed, 2)
+    seeds = split(seed, 2)
     z_new = kstate.z + step_size * stateless_normal(tf.shape(kstate.z), seeds[0], kstate.z.dtype)
     lp_new = fn(z_new)
     log_accept = lp_new - kstate.log_prob
