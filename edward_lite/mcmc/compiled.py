@@ -150,8 +150,8 @@ class Program:
 
   def _draw_initial(self, init, chains, seed, radius, attempt):
     """Initial states ``[C, D]`` for ``init`` "uniform" (on ``[-radius,
-    radius]``) or "prior", drawn from ``fold_in(seed, -1 - attempt)``, and
-    their log densities ``[C]``: one call per attempt."""
+    radius]``) or "prior", drawn from ``fold_in(seed, -1 - attempt)``: one
+    call per attempt (``initial_states`` evaluates them)."""
     target = self.target
     init_seed = tf.random.experimental.stateless_fold_in(seed, -1 - attempt)
     if init == "prior":
@@ -159,7 +159,7 @@ class Program:
     else:
       u = tf.random.stateless_uniform([chains, target.dim], init_seed, -radius, radius,
                                       dtype=target.dtype)
-    return u, self.density.log_prob_flat(u)
+    return u
 
   def state_template(self, chains, pooled, rank=0):
     """A ``ChunkState`` of the right structure, shapes and dtypes (values

@@ -24,23 +24,21 @@ def initial_state(program, init, chains, seed, radius, max_tries):
   partial = u if isinstance(u, PartialInit) else None
   given = not isinstance(u, (str, PartialInit))
   if given:  # user values: checked, never redrawn
-    bad = ~np.isfinite(program.log_prob(tf.constant(u)).numpy())
-    no_gradient = _nonfinite_gradient(program, u, bad)
+    bad, no_gradient = _nonfinite(program, u)
     max_tries = 1
   else:
     mode = partial.mode if partial else u
     radius = tf.constant(radius, target.dtype)
     for attempt in range(max_tries):
-      draw, lp = (t.numpy() for t in program.draw_initial(mode, chains, seed, radius,
-                                                           tf.constant(attempt)))
+      draw = program.draw_initial(mode, chains, seed, radius, tf.constant(attempt)).numpy()
       if partial:  # the given latents at their values, the others drawn
         draw = complete(target, partial, draw)
-        lp = program.log_prob(tf.constant(draw)).numpy()
+      bad_draw, no_gradient_draw = _nonfinite(program, draw)
       if attempt == 0:
-        u, bad = draw, ~np.isfinite(lp)
+        u, bad, no_gradient = draw, bad_draw, no_gradient_draw
       else:
-        u, bad = np.where(redo[:, None], draw, u), redo & ~np.isfinite(lp)
-      no_gradient = _nonfinite_gradient(program, u, bad)
+        u = np.where(redo[:, None], draw, u)
+        bad, no_gradient = redo & bad_draw, redo & no_gradient_draw
       redo = bad | no_gradient
       if not redo.any():
         break
@@ -63,13 +61,17 @@ def initial_state(program, init, chains, seed, radius, max_tries):
       + " Check the model's support and data, or pass init= values inside the support.")
 
 
-def _nonfinite_gradient(program, u, skip):
-  """``[C]`` bool: the chains not in ``skip`` whose gradient at ``u`` is not
-  finite (all False for kernels without gradients)."""
-  if not program.kernel.has_gradients or skip.all():
-    return np.zeros(len(u), bool)
-  _, grad = program.value_and_gradient(tf.constant(u))
-  return ~skip & ~np.all(np.isfinite(grad.numpy()), axis=1)
+def _nonfinite(program, u):
+  """``[C]`` bools at ``u [C, D]``: the chains whose log density is not
+  finite, and those whose density is finite but whose gradient is not (all
+  False for kernels without gradients).  For kernels with gradients one
+  call of the compiled value and gradient, the function the sampler's first
+  metric reads too, so the density is traced once for both."""
+  if not program.kernel.has_gradients:
+    return ~np.isfinite(program.log_prob(tf.constant(u)).numpy()), np.zeros(len(u), bool)
+  lp, grad = (t.numpy() for t in program.value_and_gradient(tf.constant(u)))
+  bad = ~np.isfinite(lp)
+  return bad, ~bad & ~np.all(np.isfinite(grad), axis=1)
 
 
 def _nonfinite_columns(program, u):
