@@ -209,6 +209,38 @@ def test_rounds_run_each_chains_trajectories_without_waiting(case):
     assert 0 < info.diverging[:rounds].sum()
 
 
+def test_a_depth_limit_stops_rounds_trajectories_as_a_lower_max_tree_depth():
+  """``run_rounds(depth_limit=d)`` (early warmup with many chains) builds the
+  trees of the recursive reference with ``max_depth = d``."""
+  chains, dim, max_depth, limit = 24, 3, 8, 2
+  h = 0.05  # short steps: most trees would grow past the limit
+  log_prob_np = lambda z: -0.5 * z @ PRECISION @ z
+  grad_np = lambda z: -PRECISION @ z
+  fn = lambda z: -0.5 * tf.einsum("cd,de,ce->c", z, tf.constant(PRECISION), z)
+  z0 = np.random.default_rng(2).normal(size=(chains, dim))
+  kernel = ed.mcmc.NUTS(max_tree_depth=max_depth)
+  seed = tf.constant([7, 8], tf.int32)
+  transition_seed = lambda k: tf.random.experimental.stateless_fold_in(seed, k)
+
+  @tf.function
+  def run(z):
+    with base.random_algorithm("philox"):
+      state = kernel.init(z, fn, h)
+      _, _, info = kernel.run_rounds(state, tf.constant([[h]], tf.float64), transition_seed,
+                                     tf.constant(1), 1, fn, depth_limit=tf.constant(limit))
+      p0, directions = nuts._momentum_and_directions(transition_seed(tf.constant(0)), chains,
+                                                     dim, max_depth, z.dtype)
+    return info, p0, directions
+
+  info, p0, directions = run(tf.constant(z0))
+  expected = [_reference_trajectory(log_prob_np, grad_np, z0[c], p0.numpy()[c], h,
+                                    directions.numpy()[c], limit) for c in range(chains)]
+  steps, depth, _ = map(np.array, zip(*expected))
+  np.testing.assert_array_equal(info.n_grads.numpy()[0], steps)
+  np.testing.assert_array_equal(info.tree_depth.numpy()[0], depth)
+  assert (depth == limit).sum() > chains // 2  # the limit stopped most trees
+
+
 def test_max_tree_depth_caps_the_trajectory():
   fn = lambda z: -0.5 * tf.reduce_sum(z ** 2, -1)
   kernel = ed.mcmc.NUTS(max_tree_depth=2)

@@ -99,7 +99,7 @@ class NUTS(GradientKernel):
                                          tree.energy, tree.proposal.log_prob)
 
   def run_rounds(self, kstate, step_size, transition_seed, rounds, capacity, fn,
-                 record_gradients=True):
+                 record_gradients=True, depth_limit=None):
     """``rounds`` transitions of every chain, each chain starting its next
     trajectory as soon as its last one ends.
 
@@ -122,6 +122,9 @@ class NUTS(GradientKernel):
       record_gradients: scalar bool (Python or Tensor): record each
         transition's gradient in ``states.grad`` (warmup's metric reads
         them); otherwise those rows stay zero.
+      depth_limit: None, or a scalar int32 Tensor: trajectories stop at this
+        depth when it is below ``max_tree_depth`` (early warmup with many
+        chains, where a round waits for its longest trajectories).
 
     Returns:
       ``(kstate, states, info)``: the last state, the states after each
@@ -180,7 +183,7 @@ class NUTS(GradientKernel):
 
     def body(i, k, tree, h0, directions, out, grads):
       tree = _leapfrog_leaf(tree, fn, step_size, directions, h0, _leaf_seed(leaf_seed, i),
-                            depth_max)
+                            depth_max, depth_limit)
       finished = tree.done & (k < rounds)
       accept = tree.sum_accept / tf.cast(tf.maximum(tree.n_grads, 1), dtype)
       values = TransitionInfo(accept, tree.diverging, tree.n_grads, tree.depth, tree.energy,
@@ -286,7 +289,7 @@ def _checkpoint_range(leaf, depth_max):
   return hi - trailing + 1, hi
 
 
-def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max):
+def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max, depth_limit=None):
   """One leapfrog step of every running chain, and the tree bookkeeping."""
   dtype = h0.dtype
   active = ~tree.done
@@ -359,7 +362,8 @@ def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max):
   right = _where(merge & forward, leaf_point, tree.right)
   turning = merge & _turning(left.p, right.p, rho)
   depth = tf.where(sub_done, tree.depth + 1, tree.depth)
-  done = sub_bad | turning | (sub_done & (depth >= depth_max))
+  limit = depth_max if depth_limit is None else tf.minimum(depth_limit, depth_max)
+  done = sub_bad | turning | (sub_done & (depth >= limit))
 
   # A finished chain's trajectory state may go on changing (it is never read
   # again); what it reports stays as it was.
