@@ -78,9 +78,12 @@ def test_psis_loo_matches_exact_leave_one_out(fit):
     d = np.array([1., X[i]])
     exact.append(stats.norm.logpdf(Y[i], d @ mean, np.sqrt(d @ cov @ d + 1.)))
   loo = arviz_compat.elpd(az.loo(fit.to_arviz(), pointwise=True))
-  # PSIS-LOO of 4000 draws: Monte Carlo error of each term well under 0.01.
-  np.testing.assert_allclose(np.asarray(loo.pointwise), exact, atol=0.02)
-  assert abs(loo.elpd - np.sum(exact)) < 0.05
+  # PSIS-LOO of 4000 draws, measured over seeds 0-9 of this fit: the sum's
+  # error has mean 0.002 and sd 0.029, the largest term's error is at most
+  # 0.017.  Tolerances of 4 sd and 0.03 still fail the in-sample elpd, which
+  # exceeds LOO by p_loo = 0.86 here (0.07 a term).
+  np.testing.assert_allclose(np.asarray(loo.pointwise), exact, atol=0.03)
+  assert abs(loo.elpd - np.sum(exact)) < 0.12
   assert np.all(np.asarray(loo.pareto_k) < 0.7)
 
 
