@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from edward_lite.analysis import chains
 from edward_lite.analysis import diagnostics as diag
 from edward_lite.analysis import ranks
 
@@ -469,7 +470,7 @@ def test_parameter_blocks_give_the_unblocked_values(monkeypatch):
   whole = {name: np.asarray(getattr(diag, name)(x))
            for name in ("rhat", "ess_bulk", "ess_tail", "mcse_mean", "mcse_quantile", "ess")}
   whole["nested"] = np.asarray(diag.nested_rhat(x, 3))
-  monkeypatch.setattr(diag, "PARAMETER_BLOCK", 4)  # 15 parameters -> 4 blocks
+  monkeypatch.setattr(chains, "PARAMETER_BLOCK", 4)  # 15 parameters -> 4 blocks
   for name, value in whole.items():
     got = (diag.nested_rhat(x, 3) if name == "nested"
            else getattr(diag, name)(tf.constant(x) if name == "ess" else x))

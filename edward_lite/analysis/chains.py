@@ -1,0 +1,106 @@
+"""Draws ``[draws, chains, *param_shape]`` as per-parameter chains ``[P, C, N]``.
+
+The input side that every diagnostic in ``diagnostics`` shares: the checks
+and the float64 cast of the draws, the layout ``x [P, C, N]`` (``P`` scalar
+parameters, ``C`` chains of ``N`` draws), the split into ``M = 2C`` half
+chains of ``n = N // 2`` draws, the blocks of ``PARAMETER_BLOCK`` parameters
+that keep memory bounded, and the convention that a parameter with any
+non-finite draw gets NaN.
+"""
+
+import functools
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["F64", "MIN_DRAWS", "PARAMETER_BLOCK", "by_parameter_blocks", "to_float64",
+           "draws_to_pcn", "finish", "split_chains"]
+
+F64 = tf.float64
+MIN_DRAWS = 4
+
+# Parameters per block: each diagnostic holds several float64 copies of its
+# draws (ranks, FFTs), so 10^5 parameters x thousands of draws at once would
+# need tens of GB; blocks keep memory bounded and time linear in P.
+PARAMETER_BLOCK = 4096
+
+
+def by_parameter_blocks(fn):
+  """Applies a per-parameter diagnostic ``fn(draws [N, C, *shape], ...)`` to
+  blocks of at most ``PARAMETER_BLOCK`` parameters and reassembles ``shape``.
+  Exact: every statistic here treats each parameter separately."""
+
+  @functools.wraps(fn)
+  def wrapper(draws, *args, **kwargs):
+    try:
+      shape = tuple(np.shape(draws))
+    except ValueError:  # ragged input: let fn raise its own error
+      return fn(draws, *args, **kwargs)
+    size = int(np.prod(shape[2:])) if len(shape) > 2 else 0
+    if size <= PARAMETER_BLOCK:
+      return fn(draws, *args, **kwargs)
+    flat = (tf.reshape if tf.is_tensor(draws) else np.reshape)(draws, shape[:2] + (size,))
+    blocks = [fn(flat[:, :, i:i + PARAMETER_BLOCK], *args, **kwargs)
+              for i in range(0, size, PARAMETER_BLOCK)]
+    join = lambda *parts: tf.reshape(tf.concat(parts, axis=0), shape[2:])
+    return tf.nest.map_structure(join, *blocks)
+
+  return wrapper
+
+
+# -- input ----------------------------------------------------------------------
+
+def to_float64(value, name):
+  """``value`` as a float64 Tensor; TypeError for non-real dtypes."""
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    dtype = tf.as_dtype(value.dtype)
+    if dtype.is_complex or not (dtype.is_floating or dtype.is_integer or dtype.is_bool):
+      raise TypeError(f"`{name}` must hold real numbers, got dtype {dtype.name}.")
+    return tf.cast(value, F64)
+  try:
+    array = np.asarray(value)
+  except ValueError as e:  # ragged nested lists
+    raise ValueError(f"`{name}` must be a rectangular array of numbers: {e}") from None
+  if array.dtype.kind not in "biuf":
+    raise TypeError(f"`{name}` must hold real numbers, got dtype {array.dtype}.")
+  return tf.constant(array.astype(np.float64))
+
+
+def draws_to_pcn(draws, name="draws", min_draws=MIN_DRAWS):
+  """Checks ``draws`` [N, C, *param_shape] and returns ``([P, C, N], param_shape)``."""
+  x = to_float64(draws, name)
+  shape = x.shape
+  if shape.rank is None or not shape.is_fully_defined():
+    raise ValueError(f"`{name}` needs a static shape, got {shape}.")
+  if shape.rank < 2:
+    raise ValueError(f"`{name}` must have shape [draws, chains, *param_shape], "
+                     f"got shape {shape.as_list()}.")
+  n, c = shape[0], shape[1]
+  if n < min_draws:
+    raise ValueError(f"`{name}` needs at least {min_draws} draws per chain, got {n}.")
+  if c < 1:
+    raise ValueError(f"`{name}` needs at least one chain, got shape {shape.as_list()}.")
+  param_shape = shape[2:]
+  p = param_shape.num_elements()
+  return tf.transpose(tf.reshape(x, [n, c, p]), [2, 1, 0]), param_shape
+
+
+def finish(result, x, param_shape):
+  """NaN where a parameter has a non-finite draw; reshape [P] -> param_shape."""
+  finite = tf.reduce_all(tf.math.is_finite(x), axis=[-2, -1])
+  result = tf.where(finite, result, tf.constant(np.nan, F64))
+  return tf.reshape(result, param_shape)
+
+
+def split_chains(x):
+  """[P, C, N] -> [P, 2C, N // 2]: each chain's halves as two chains.
+
+  Chain c becomes chains 2c and 2c + 1 (every statistic here is symmetric in
+  the chains); for even N this is a reshape, for odd N the middle draw is
+  dropped first.
+  """
+  p, c, n = x.shape
+  half = n // 2
+  if n % 2:
+    x = tf.concat([x[..., :half], x[..., half + 1:]], axis=-1)
+  return tf.reshape(x, [p, 2 * c, half])
