@@ -27,7 +27,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.language import terms
-from edward_lite.model import enumeration
+from edward_lite.model import enumeration_plan
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.checks.control_flow import check_python_control_flow
 from edward_lite.model.data import ModelData, call_program, check_finite, prepare_arguments
@@ -65,7 +65,7 @@ class Structure:
   latents: Dict[str, LatentInfo]
   fixed: Dict[str, Any]
   deterministic: Dict[str, tf.TensorShape]
-  enumerated: Dict[str, "enumeration.EnumeratedInfo"] = dataclasses.field(default_factory=dict)
+  enumerated: Dict[str, "enumeration_plan.EnumeratedInfo"] = dataclasses.field(default_factory=dict)
 
   def role(self, name, observed):
     """``"latent"``, ``"observed"``, ``"fixed"``, ``"deterministic"``,
@@ -153,7 +153,7 @@ def trace_model(program, args, kwargs, observed, structure_checks, float_dtype):
     elif isinstance(rv.distribution, DETERMINISTIC):
       deterministic[name] = rv.value.shape
     elif _finite_support(rv) is not None:
-      enumerated[name] = enumeration.info(name, rv, _finite_support(rv))
+      enumerated[name] = enumeration_plan.info(name, rv, _finite_support(rv))
     else:
       latents[name] = _latent_info(name, rv)
   data = data.replace(observed={n: observed_values[n] for n in data.observed})
@@ -164,7 +164,7 @@ def _finite_support(rv):
   """The support of a discrete latent that can be summed out, else None."""
   if rv.dtype.is_floating and support_bijector(rv.distribution) is not None:
     return None
-  return enumeration.support_values(rv.distribution)
+  return enumeration_plan.support_values(rv.distribution)
 
 
 def require_name(fn, kwargs):
