@@ -18,7 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.model.interpreter import Mode
-from edward_lite.checks.support import support_text
+from edward_lite.checks.continuous_support import support_text
 
 __all__ = ["parse_init", "describe_init", "latent_of_column", "PartialInit", "complete"]
 
