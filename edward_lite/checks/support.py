@@ -58,8 +58,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite.checks.continuous_support import bijector_failure
-from edward_lite.checks.continuous_support import support_text  # pylint: disable=unused-import
+# ``support_text`` stays importable from here (``__all__``).
+from edward_lite.checks.continuous_support import bijector_failure, support_text
 from edward_lite.checks.discrete_support import DISCRETE, discrete_failure
 from edward_lite.language.bijectors import support_bijector
 
