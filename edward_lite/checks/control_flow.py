@@ -32,7 +32,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
 
-from edward_lite.language.random_variable import ControlFlowError, RandomVariable, _control_flow_error
+from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language.symbolic_values import ControlFlowError, control_flow_error
 from edward_lite.language.tracing import trace
 
 __all__ = ["check_python_control_flow", "ProgramGraph", "ancestors", "tensor_key"]
@@ -117,12 +118,12 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     if not e.names:
       raise
     _, where = _bool_site(e.__traceback__)
-    raise _control_flow_error(e.names, where) from None
+    raise control_flow_error(e.names, where) from None
   except tf.errors.OperatorNotAllowedInGraphError as e:
     condition, where = _bool_site(e.__traceback__)
     names = ancestors(condition, latents) if condition is not None else set()
     if names:
-      raise _control_flow_error(names, where) from None
+      raise control_flow_error(names, where) from None
     return ProgramGraph()
   except TypeError as e:
     if not _is_constant_of_tensor(e):

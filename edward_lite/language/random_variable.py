@@ -30,6 +30,10 @@ raises a ``TypeError`` naming the variable, as do ``float``/``int``/
 ``complex``/``index``; use ``tf.where`` or ``tf.cond``.  (An ``if`` on a
 Tensor computed from a random variable, ``if rv > 0:``, is caught by
 ``make_target`` with ``check_python_control_flow``.)
+
+A given value is checked and converted in ``value_conversion``; the test for
+a symbolic value and the error for control flow on it are in
+``symbolic_values``.
 """
 
 import operator
@@ -38,6 +42,10 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import composite_tensor  # pylint: disable=g-direct-tensorflow-import
 
+# ``ControlFlowError`` and ``control_flow_message`` stay importable from here (``__all__``).
+from edward_lite.language.symbolic_values import (ControlFlowError, control_flow_error,
+                                                  control_flow_message, is_symbolic)
+from edward_lite.language.value_conversion import convert_value, describe_variable
 from edward_lite.runtime import console
 
 __all__ = ["RandomVariable", "ControlFlowError", "control_flow_message"]
@@ -58,139 +66,6 @@ class DeferredValue:
 
   def __call__(self, distribution):
     return self.fn(distribution)
-
-
-class ControlFlowError(TypeError):
-  """Python control flow (or a Python number) needs a random variable's
-  concrete value, which a traced program does not have.
-
-  ``names`` holds the random variables whose value a Python ``bool()`` needed
-  (empty for other uses such as ``float()``).
-  """
-
-  names = ()
-  # AutoGraph would re-raise it from a tf.function as a StagingError (not a
-  # TypeError); the message is complete as it is.
-  ag_pass_through = True
-
-
-def _control_flow_error(names, where=""):
-  error = ControlFlowError(control_flow_message(names, where))
-  error.names = tuple(sorted(set(names)))
-  return error
-
-
-def control_flow_message(names, where=""):
-  """The one-sentence message for Python control flow on random variables."""
-  names = sorted(set(names))
-  label = ("random variable " if len(names) == 1 else "random variables ") + ", ".join(
-      f"'{n}'" for n in names)
-  return (f"Python control flow on the value of {label}{where} is not allowed inside a "
-          "model, whose values are symbolic when it is traced for inference (an if, "
-          "while, and/or/not or bool() on a random variable or on a Tensor computed "
-          "from one): use tf.where(cond, a, b) or tf.cond instead.")
-
-
-def _is_symbolic(value):
-  """True if ``value`` has no concrete (NumPy) value here: a graph Tensor, or
-  a variable read inside a traced function."""
-  if isinstance(value, tf.Variable):
-    return not tf.executing_eagerly()
-  return not hasattr(value, "numpy")
-
-
-def _describe(name, distribution):
-  label = f"'{name}'" if name else f"of type {type(distribution).__name__}"
-  return f"random variable {label}"
-
-
-def expected_value_shape(distribution, sample_shape):
-  """Static shape ``sample_shape + batch_shape + event_shape``."""
-  return tf.TensorShape(sample_shape).concatenate(
-      distribution.batch_shape).concatenate(distribution.event_shape)
-
-
-def convert_value(value, distribution, sample_shape, name=None):
-  """Converts ``value`` to a Tensor valid for ``distribution``, or raises.
-
-  Tensors (and variables) must already have the distribution's dtype.  NumPy
-  arrays, Python scalars and lists are cast when no information is lost: any
-  real number to a floating dtype, integer-valued numbers to an integer dtype,
-  booleans to bool.  The shape must be compatible with
-  ``sample_shape + batch_shape + event_shape``.
-
-  Args:
-    value: Tensor-like value.
-    distribution: the ``tfd.Distribution`` the value belongs to.
-    sample_shape: ``tf.TensorShape`` of the random variable.
-    name: the random variable's name, used in error messages.
-
-  Returns:
-    A ``tf.Tensor`` (or the given ``tf.Variable``).
-
-  Raises:
-    TypeError: the dtype cannot hold the distribution's values.
-    ValueError: the shape does not match.
-  """
-  what = _describe(name, distribution)
-  dtype = tf.as_dtype(distribution.dtype)
-  if isinstance(value, RandomVariable):
-    value = value.value
-  is_tensor = tf.is_tensor(value) or isinstance(value, tf.Variable)
-  shape = value.shape if is_tensor else np.shape(value) if _is_regular(value) else None
-  expected = expected_value_shape(distribution, sample_shape)
-  if shape is not None and not expected.is_compatible_with(shape):
-    raise ValueError(
-        f"Value for {what} has shape {list(tf.TensorShape(shape).as_list())}; expected "
-        f"{expected.as_list()} (sample_shape {list(sample_shape)} + batch_shape "
-        f"{distribution.batch_shape.as_list()} + event_shape "
-        f"{distribution.event_shape.as_list()}).")
-  if is_tensor:
-    if value.dtype.base_dtype != dtype:
-      raise TypeError(
-          f"Value for {what} has dtype {value.dtype.base_dtype.name}; its "
-          f"{type(distribution).__name__} distribution expects {dtype.name}.")
-    return value
-  return tf.convert_to_tensor(_cast_numpy(value, dtype, what, distribution))
-
-
-def _is_regular(value):
-  """True if NumPy can take the shape of ``value`` (not a ragged list)."""
-  try:
-    np.shape(value)
-    return True
-  except ValueError:
-    return False
-
-
-def _cast_numpy(value, dtype, what, distribution):
-  """Casts a NumPy-convertible value to ``dtype`` only when nothing is lost."""
-  try:
-    array = np.asarray(value)
-  except Exception as e:  # ragged lists and the like
-    raise TypeError(f"Value for {what} cannot be converted to an array: {e}") from e
-  kind = array.dtype.kind
-  target = dtype.as_numpy_dtype
-  dist = type(distribution).__name__
-  if dtype.is_floating:
-    ok = kind in "fiub"
-  elif dtype.is_integer:
-    ok = kind in "iub" or (kind == "f" and np.all(np.isfinite(array)) and
-                           np.all(array == np.round(array)))
-    if ok and kind in "iuf" and array.size:  # no silent wrap-around
-      info = np.iinfo(target)
-      ok = bool(array.min() >= info.min and array.max() <= info.max)
-  elif dtype.is_bool:
-    ok = kind == "b"
-  elif dtype.is_complex:
-    ok = kind in "fiubc"
-  else:
-    ok = False
-  if not ok:
-    raise TypeError(
-        f"Value for {what} has NumPy dtype {array.dtype}; its {dist} "
-        f"distribution expects {dtype.name} and the cast would lose information.")
-  return array.astype(target)
 
 
 class RandomVariable(composite_tensor.CompositeTensor):
@@ -219,12 +94,14 @@ class RandomVariable(composite_tensor.CompositeTensor):
     try:
       self._sample_shape = tf.TensorShape(sample_shape)
     except (TypeError, ValueError) as e:
-      raise TypeError(f"sample_shape of {_describe(name, distribution)} must be "
+      raise TypeError(f"sample_shape of {describe_variable(name, distribution)} must be "
                       f"a shape (int or tuple of ints); got {sample_shape!r}.") from e
     if isinstance(value, DeferredValue):
       value = value(distribution)
     if value is None:
       value = distribution.sample(self._sample_shape)
+    if isinstance(value, RandomVariable):
+      value = value.value
     self._value = convert_value(value, distribution, self._sample_shape, name)
 
   @property
@@ -289,8 +166,8 @@ class RandomVariable(composite_tensor.CompositeTensor):
   def __bool__(self):
     """The truth value of a concrete scalar value; inside a traced program a
     ``TypeError`` (Python control flow on a random value)."""
-    if _is_symbolic(self._value):
-      raise _control_flow_error([self._name])
+    if is_symbolic(self._value):
+      raise control_flow_error([self._name])
     return bool(self._value)
 
   def __len__(self):
@@ -303,7 +180,7 @@ class RandomVariable(composite_tensor.CompositeTensor):
 
   def _scalar(self, what):
     """The concrete value as a 0-d NumPy array, or a ``TypeError``."""
-    if _is_symbolic(self._value):
+    if is_symbolic(self._value):
       raise ControlFlowError(
           f"{what} of random variable '{self._name}' needs its concrete value, which is "
           "symbolic inside a traced program (tf.function, inference): keep it a Tensor "
@@ -336,7 +213,7 @@ class RandomVariable(composite_tensor.CompositeTensor):
 
   def __array__(self, dtype=None, copy=None):
     """The value as a NumPy array (NumPy 2 protocol); eager mode only."""
-    if _is_symbolic(self._value):
+    if is_symbolic(self._value):
       raise NotImplementedError(
           f"Random variable '{self._name}' has a symbolic value inside a traced program "
           "(tf.function, inference) and cannot become a NumPy array: use TensorFlow ops.")
