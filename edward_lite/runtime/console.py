@@ -29,7 +29,8 @@ untouched, except TensorFlow's note that ``vectorized_map`` loops over a
 random op it cannot vectorize (an implementation detail of prior and
 predictive draws), and the ERROR line TensorFlow logs each time it loads an
 executable from the compile cache (``runtime/compile_cache.py``: it tries a
-text parse before the binary one), dropped from the first call of each
+text parse before the binary one) and, on some CPUs, two lines on tuning
+preferences, dropped from the first call of each
 compiled function (``without_cache_note``, ``first_call_quiet``).
 """
 
@@ -44,6 +45,12 @@ __all__ = ["quiet_startup", "mute_onednn_int32_note", "without_cache_note", "fir
 # first trying to parse it as text; the failed attempt logs this ERROR line
 # before the binary read succeeds.
 _CACHE_NOTE = b"Error parsing text-format tensorflow.XlaSerializedCacheEntry"
+# On some CPUs (AVX-512 ones, seen 2026-11-27) XLA records two tuning
+# preferences among the compile machine's features that the host's feature
+# list never shows, and each load of a cached executable logs one ERROR line
+# per preference; they are not instruction sets, so the executable runs.
+_TUNING_NOTES = tuple(b"Loading XLA:CPU AOT result. Target machine feature +prefer-no-" + op +
+                      b" is not" for op in (b"scatter", b"gather"))
 
 # Lines TensorFlow logs after its import about the machine, not the model:
 # CUDA probing on a machine without a GPU, and XLA's start at the first
@@ -98,7 +105,7 @@ def without_cache_note(fn, *args):
     return fn(*args)
   out = []
   _with_stderr_buffered(lambda: out.append(fn(*args)),
-                        keep=lambda line: _CACHE_NOTE not in line and _not_startup_note(line))
+                        keep=_not_cache_note)
   return out[0]
 
 
@@ -113,6 +120,11 @@ def first_call_quiet(fn):
     return without_cache_note(fn, *args)
 
   return call
+
+
+def _not_cache_note(line):
+  return (_CACHE_NOTE not in line and not any(note in line for note in _TUNING_NOTES)
+          and _not_startup_note(line))
 
 
 def _not_startup_note(line):
