@@ -10,6 +10,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if "ED_COMPILE_CACHE" not in os.environ:
   os.environ["ED_COMPILE_CACHE"] = tempfile.mkdtemp(prefix="edward_lite_xla_")
   atexit.register(shutil.rmtree, os.environ["ED_COMPILE_CACHE"], ignore_errors=True)
+# Traced programs are not kept (runtime/program_cache.py), here or in the
+# processes tests start: saving each test's programs costs seconds and none
+# runs again in a new process.  test_compile_cache.py turns it on where it
+# tests it; ED_PROGRAM_CACHE=1 runs the whole suite through loaded programs.
+os.environ.setdefault("ED_PROGRAM_CACHE", "0")
 
 # Four logical CPU devices, so the distributed tests can run MirroredStrategy
 # with 1, 2 and 4 replicas.  This must happen before TensorFlow initializes

@@ -1,7 +1,9 @@
-"""The persistent compile cache (runtime/compile_cache.py) and the program's
-AutoGraph conversion (model/data.graph_program): what cut the seconds before
-the first draw must not change a result or a user's output."""
+"""The persistent compile cache (runtime/compile_cache.py), the program cache
+(runtime/program_cache.py) and the program's AutoGraph conversion
+(model/data.graph_program): what cut the seconds before the first draw must
+not change a result or a user's output."""
 
+import collections
 import os
 import pathlib
 import subprocess
@@ -12,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
+from edward_lite.mcmc import compiled
 from edward_lite.model.data import graph_program
 from edward_lite.runtime import compile_cache
 
@@ -23,15 +26,18 @@ RUN = ("import numpy as np, edward_lite as ed\n"
        "  return ed.Normal(mu, 0.5, sample_shape=3, name='y')\n"
        "r = ed.mcmc.sample(m, observed={'y': [0.3, -0.2, 0.8]}, chains=2, warmup=100,\n"
        "                   draws=50, seed=3, progress=False)\n"
-       "np.save(__import__('sys').argv[1], r.draws['mu'])\n")
+       "np.save(__import__('sys').argv[1], r.draws['mu'])\n"
+       "from edward_lite.mcmc.compiled import Program\n"
+       "print(sorted(p for program in Program._cache.values() for p in program.loaded))\n")
+ALL_FUNCTIONS = "['draw_initial', 'initial_chunk_state', 'run_chunk', 'value_and_gradient']"
 
 
 def test_a_second_process_loads_the_executable_quietly_and_draws_the_same(tmp_path):
   cache = tmp_path / "cache"
   env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE",
-                                                          "TF_XLA_FLAGS")}
+                                                          "TF_XLA_FLAGS", "ED_PROGRAM_CACHE")}
   env["ED_COMPILE_CACHE"] = str(cache)
-  draws, files = [], []
+  draws, files, loaded = [], [], []
   for i in range(2):
     out = tmp_path / f"mu{i}.npy"
     done = subprocess.run([sys.executable, "-c", RUN, str(out)], capture_output=True, text=True,
@@ -39,8 +45,10 @@ def test_a_second_process_loads_the_executable_quietly_and_draws_the_same(tmp_pa
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr == "", done.stderr[:2000]  # no note from reading the cache
     draws.append(np.load(out))
-    files.append(sorted(p.name for p in cache.iterdir()))
+    files.append(sorted(str(p.relative_to(cache)) for p in cache.rglob("*")))
+    loaded.append(done.stdout.strip())
   assert files[0] and files[1] == files[0]  # written once, then read
+  assert loaded == ["[]", ALL_FUNCTIONS]  # traced, then every function loaded
   np.testing.assert_array_equal(draws[1], draws[0])  # the loaded program is the compiled one
 
 
@@ -56,6 +64,71 @@ def test_the_cache_is_off_on_request_and_a_users_flag_is_kept(monkeypatch, tmp_p
   monkeypatch.setenv("TF_XLA_FLAGS", mine)
   compile_cache.configure()
   assert os.environ["TF_XLA_FLAGS"] == mine
+
+
+def _normal_mean(scale):
+  mu = ed.Normal(0., 1., name="mu")
+  return ed.Normal(mu, scale, sample_shape=3, name="y")
+
+
+Y = np.array([0.3, -0.2, 0.8], np.float32)
+
+
+@pytest.fixture(name="programs")
+def _programs(tmp_path, monkeypatch):
+  """The program cache on, in ``tmp_path/programs``, and no program kept in
+  memory, so every run builds its ``Program`` anew (as a new process does)."""
+  monkeypatch.setenv("TF_XLA_FLAGS", f"--tf_xla_persistent_cache_directory={tmp_path}")
+  monkeypatch.setenv("ED_PROGRAM_CACHE", "1")
+  monkeypatch.setattr(compiled.Program, "_cache", collections.OrderedDict())
+  return tmp_path / "programs"
+
+
+def _run(kernel, scale=0.5):
+  """``mu``'s draws, the names of the functions loaded from disk and of all
+  the functions the run called."""
+  compiled.Program._cache.clear()  # pylint: disable=protected-access
+  post = ed.mcmc.sample(_normal_mean, scale, observed={"y": Y}, kernel=kernel, chains=2,
+                        warmup=100, draws=50, seed=3, progress=False)
+  (program,) = compiled.Program._cache.values()  # pylint: disable=protected-access
+  called = sorted(program._names[key[0]] for key in program._concrete)  # pylint: disable=protected-access
+  return post.draws["mu"], sorted(program.loaded), called
+
+
+def test_loaded_programs_draw_what_the_traced_ones_draw(programs, monkeypatch):
+  monkeypatch.setenv("ED_PROGRAM_CACHE", "0")
+  traced, loaded, called = _run("nuts")
+  assert loaded == [] and not programs.exists() and len(called) >= 3
+  monkeypatch.setenv("ED_PROGRAM_CACHE", "1")
+  first, loaded, _ = _run("nuts")  # traced, saved, and run as loaded back
+  assert loaded == [] and len(list(programs.iterdir())) == len(called)
+  second, loaded, _ = _run("nuts")
+  assert loaded == called
+  np.testing.assert_array_equal(first, traced)
+  np.testing.assert_array_equal(second, traced)
+
+
+def test_a_damaged_entry_is_traced_again_and_rewritten(programs):
+  first, _, called = _run("rwmh")
+  for saved in programs.glob("*/saved_model.pb"):
+    saved.write_bytes(b"not a SavedModel")
+  again, loaded, _ = _run("rwmh")
+  assert loaded == []
+  third, loaded, _ = _run("rwmh")
+  assert loaded == called
+  np.testing.assert_array_equal(again, first)
+  np.testing.assert_array_equal(third, first)
+  _, loaded, _ = _run("rwmh", scale=0.6)  # other data: another program
+  assert loaded == [] and len(list(programs.iterdir())) == 2 * len(called)
+
+
+def test_a_program_reading_a_variable_is_not_kept(programs):
+  """A loaded copy would read the variable's saved value, not the live one."""
+  scale = tf.Variable(0.5)
+  draws, _, called = _run("rwmh", scale)
+  _, loaded, _ = _run("rwmh", scale)
+  assert "run_chunk" in called and "run_chunk" not in loaded
+  np.testing.assert_array_equal(_run("rwmh", scale)[0], draws)
 
 
 def _walk(n, step):

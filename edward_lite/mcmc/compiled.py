@@ -19,7 +19,7 @@ import tensorflow_probability as tfp
 from edward_lite.distribute.sharding import ShardedTarget
 from edward_lite.distribute.strategies import resolve
 from edward_lite.language import tracing
-from edward_lite.runtime import console, fingerprints
+from edward_lite.runtime import console, fingerprints, program_cache
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.model.target import Target, make_target
 
@@ -59,18 +59,22 @@ class Program:
         raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
                          f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
       density = ShardedTarget(target, strategy, parallel, model=model, jit_compile=jit_compile)
-    program = cls(target, kernel, fingerprint, jit_compile=jit_compile, density=density)
+    program = cls(target, kernel, fingerprint, jit_compile=jit_compile, density=density,
+                  saved_key=key[:4] + key[5:] if strategy is None and fingerprint.key else None)
     if fingerprint.key is not None:
       cls._cache[key] = program
       while len(cls._cache) > cls.MAX_CACHED:
         cls._cache.popitem(last=False)
     return program
 
-  def __init__(self, target, kernel, fingerprint, jit_compile=True, density=None):
+  def __init__(self, target, kernel, fingerprint, jit_compile=True, density=None,
+               saved_key=None):
     """``target``: the model's ``Target`` (its description: names, shapes,
     constrain, prior draws); ``density``: the ``Density`` the compiled
     functions evaluate (a ``ShardedTarget`` across replicas; default the
-    target itself)."""
+    target itself); ``saved_key``: the program's key by content, under
+    which its traced functions are kept on disk (``program_cache``), or
+    None to trace in every process."""
     if not target.names and target.enumerated_names:
       raise ValueError(f"The program's only latent variables {list(target.enumerated_names)} "
                        "are discrete and summed out exactly, so there is nothing to sample; "
@@ -103,9 +107,14 @@ class Program:
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
+    self._saved_key = saved_key
+    self.loaded = []  # names of the functions loaded from the program cache
+    self._names = {self._run_chunk_fn: "run_chunk", self._draw_initial_fn: "draw_initial",
+                   self._initial_chunk_state_fn: "initial_chunk_state"}
     self.log_prob = tf.function(density.log_prob_flat, autograph=False)
     self._value_and_gradient_fn = tf.function(
         lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u), autograph=False)
+    self._names[self._value_and_gradient_fn] = "value_and_gradient"
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
@@ -114,9 +123,21 @@ class Program:
     key = (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
                         for t in tf.nest.flatten(args))
     if key not in self._concrete:
-      self._concrete[key] = fn.get_concrete_function(*args)
+      self._concrete[key] = self._concrete_function(fn, key, args)
       return console.without_cache_note(self._concrete[key], *args)  # compiles or loads
     return self._concrete[key](*args)
+
+  def _concrete_function(self, fn, key, args):
+    """``fn``'s concrete function for ``args``: loaded from the program
+    cache when a process traced it before, else traced (and saved)."""
+    if self._saved_key is None or program_cache.directory() is None:
+      return fn.get_concrete_function(*args)
+    name = program_cache.entry_name(self._saved_key, (self._names[fn],) + key[1:])
+    loaded = program_cache.load(name)
+    if loaded is not None:
+      self.loaded.append(self._names[fn])
+      return loaded
+    return program_cache.save_and_load(name, fn.get_concrete_function(*args))
 
   def run_chunk(self, state, inputs, capacity):
     """The compiled ``chunk.run_chunk`` of this target and kernel."""
