@@ -109,8 +109,9 @@ class Program:
     self._concrete = {}
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
-    self._names = {self._run_chunk_fn: "run_chunk", self._draw_initial_fn: "draw_initial",
-                   self._initial_chunk_state_fn: "initial_chunk_state"}
+    # The functions kept on disk: the two whose traces take seconds (the
+    # small ones trace in less time than a SavedModel takes to load).
+    self._names = {self._run_chunk_fn: "run_chunk"}
     self.log_prob = tf.function(density.log_prob_flat, autograph=False)
     self._value_and_gradient_fn = tf.function(
         lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u), autograph=False)
@@ -130,7 +131,8 @@ class Program:
   def _concrete_function(self, fn, key, args):
     """``fn``'s concrete function for ``args``: loaded from the program
     cache when a process traced it before, else traced (and saved)."""
-    if self._saved_key is None or program_cache.directory() is None:
+    if (self._saved_key is None or fn not in self._names or
+        program_cache.directory() is None):
       return fn.get_concrete_function(*args)
     name = program_cache.entry_name(self._saved_key, (self._names[fn],) + key[1:])
     loaded = program_cache.load(name)
