@@ -120,7 +120,7 @@ def _term_text(name):
 
 
 def _summed_group(target, name):
-  """The ``enumeration.Group`` whose summed-out term is ``name``, or None."""
+  """The ``enumeration_plan.Group`` whose summed-out term is ``name``, or None."""
   plan = getattr(target, "enumeration", None)
   return next((g for g in (plan.groups if plan else ())
                if enumeration.group_term_name(g) == name), None)

@@ -29,7 +29,7 @@ evaluations for ``N`` per-observation assignments of ``K`` values, not
 ``K^N``. A global switch or a change point is a local group with ``B = []``.
 Otherwise the group is *joint*: every element is its own digit of ``c``,
 ``prod_j K_j^{|B_j|}`` configurations, refused above
-``MAX_CONFIGURATIONS``. Dependence and locality are found when the target is
+``enumeration_plan.MAX_CONFIGURATIONS``. Dependence and locality are found when the target is
 built, by runs at a prior draw (``plan``, in ``enumeration_plan``): a term
 depends on a latent when its values change with it, and locality is probed
 by changing one element at a time.
@@ -42,14 +42,9 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.model.enumeration_plan import UNROLL
-# The plan's names stay in this module's interface (``__all__``); ``model/target.py``
-# builds and describes its plan through this module.
-from edward_lite.model.enumeration_plan import (  # pylint: disable=unused-import
-    MAX_CONFIGURATIONS, EnumeratedInfo, Group, Plan, describe, plan, support_values)
 
-__all__ = ["EnumeratedInfo", "Group", "Plan", "support_values", "plan", "log_density",
-           "log_density_terms", "group_term_name", "draw", "pointwise_log_likelihood",
-           "MAX_CONFIGURATIONS"]
+__all__ = ["log_density", "log_density_terms", "group_term_name", "draw",
+           "pointwise_log_likelihood"]
 
 
 # -- configurations ---------------------------------------------------------------

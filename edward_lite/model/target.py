@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.language import dtypes
-from edward_lite.model import enumeration, per_chain_gradient, simulation
+from edward_lite.model import enumeration, enumeration_plan, per_chain_gradient, simulation
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.model.interpreter import Mode, log_prob_term, pointwise, run
 from edward_lite.model.layout import Layout
@@ -198,7 +198,7 @@ class Target:
 
   @property
   def enumeration(self):
-    """The ``enumeration.Plan`` of the summed-out latents (None without)."""
+    """The ``enumeration_plan.Plan`` of the summed-out latents (None without)."""
     return self._plan
 
   @property
@@ -240,7 +240,7 @@ class Target:
   def __repr__(self):
     parts = ", ".join(f"{n}: {i.distribution}{i.shape.as_list()}"
                       for n, i in self._structure.latents.items())
-    summed = (f" summed out: {enumeration.describe(self._plan)}" if self._plan else "")
+    summed = (f" summed out: {enumeration_plan.describe(self._plan)}" if self._plan else "")
     return (f"<ed.Target latents=({parts}) observed={list(self._data.observed)} "
             f"dim={self.dim}{summed}>")
 
@@ -338,7 +338,7 @@ class Target:
              for n, i in self._structure.latents.items()}
     terms_fn = self._terms_fn(point, Mode.UNCONSTRAINED)
     names = list(run(self, point).terms)
-    return enumeration.plan(self._structure.enumerated, terms_fn, names)
+    return enumeration_plan.plan(self._structure.enumerated, terms_fn, names)
 
   def simulate(self, values, seed):
     """Runs the program once with ``values`` (constrained, unbatched) for the
