@@ -91,8 +91,9 @@ def _run(kernel, scale=0.5):
   post = ed.mcmc.sample(_normal_mean, scale, observed={"y": Y}, kernel=kernel, chains=2,
                         warmup=100, draws=50, seed=3, progress=False)
   (program,) = compiled.Program._cache.values()  # pylint: disable=protected-access
-  called = sorted(program._names[key[0]] for key in program._concrete  # pylint: disable=protected-access
-                  if key[0] in program._names)  # pylint: disable=protected-access
+  names = program._names  # pylint: disable=protected-access
+  called = sorted(names[key[0]] for key in program._concrete  # pylint: disable=protected-access
+                  if key[0] in names)
   return post.draws["mu"], sorted(program.loaded), called
 
 

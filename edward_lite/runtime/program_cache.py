@@ -39,7 +39,11 @@ import sys
 import tempfile
 
 import tensorflow as tf
-from tensorflow.python.framework import ops  # pylint: disable=g-direct-tensorflow-import
+
+try:  # TensorFlow's counter of unique ids (not public API): see _align_names
+  from tensorflow.python.framework.ops import uid as _uid  # pylint: disable=import-error
+except ImportError:  # moved: loads still work, a second process compiles again
+  _uid = None
 
 from edward_lite.runtime import compile_cache
 
@@ -106,9 +110,10 @@ def _align_names():
   by the function's name as well as its content: aligned, the same load gets
   the same names in every process, whatever ran before it, so the executable
   the first process compiled is found by the next ones."""
-  uid = ops.uid()
-  for _ in range(-uid % _NAME_BLOCK):
-    ops.uid()
+  if _uid is None:
+    return
+  for _ in range(-_uid() % _NAME_BLOCK):
+    _uid()
 
 
 def load(name):
