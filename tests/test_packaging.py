@@ -92,14 +92,38 @@ def test_tensorflow_imported_first_logs_nothing_after_edward_lite():
   assert result.stderr.split("MARK\n", 1)[1] == "", result.stderr[-2000:]
 
 
+# A TensorFlow C++ log line ("I0000 00:00:1795775911.582188 13977 port.cc:153] ...")
+# or absl's note before its first one.
+TF_LOG_LINE = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messages before absl)",
+                         re.M)
+
+
 def test_the_readmes_first_snippet_runs_verbatim():
+  # Run as a user would (no log settings of ours): it imports edward_lite
+  # before tensorflow, as the Quick start says, so no TensorFlow log line shows.
   readme = (ROOT / "README.md").read_text()
   snippet = readme.split("```python\n", 1)[1].split("```", 1)[0]
   code = snippet + "assert posterior.draws['tau'].shape == (1000, 8)\n"
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600, cwd=ROOT)
+  result = _run_as_a_user(code)
   assert result.returncode == 0, result.stderr[-3000:]
   assert "r_hat" in result.stdout and "tau" in result.stdout
+  assert not TF_LOG_LINE.search(result.stderr), result.stderr[-3000:]
+  assert snippet.index("import edward_lite") < snippet.index("import tensorflow")
+  assert "put\n`import edward_lite as ed` above `import tensorflow as tf`" in readme
+
+
+def test_ci_stops_when_the_readme_command_fails_before_pytest():
+  # Under set -e a failing venv or pip install (an earlier command of the &&
+  # list) would not stop .ci/run, which would go on to the ArviZ 1.x part.
+  # The command's line replaced by an && list whose middle command fails, then
+  # .ci/run's next line: the script must stop there with that status.
+  lines = (ROOT / ".ci" / "run").read_text().splitlines()
+  at = next(i for i, line in enumerate(lines)
+            if "pytest" in line and not line.lstrip().startswith("#"))
+  after = next(line for line in lines[at + 1:] if not line.lstrip().startswith("#"))
+  script = "\n".join(["set -euo pipefail", "true && (exit 3) && true", after, "echo REACHED"])
+  result = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+  assert result.returncode == 3 and "REACHED" not in result.stdout, (after, result)
 
 
 def test_every_script_parses_on_this_python():
