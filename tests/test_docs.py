@@ -173,6 +173,26 @@ def test_the_readmes_links_to_the_docs_exist():
   assert not missing, missing
 
 
+
+def test_the_readme_is_a_users_document_and_the_guide_covers_the_topics():
+  # Issue 30, item 3: the README is for users (no development diary, no suite
+  # costs); history and contributor matters live in their own files; the guide
+  # has a page per topic and covers censoring and VI's start.
+  readme = (ROOT / "README.md").read_text()
+  assert len(readme.splitlines()) < 250
+  for diary in (r"\bissue \d+", r"(?-i:RESULTS)", r"xdist", r"memory.map", r"\d+ GB", r"## Status"):
+    assert not re.search(diary, readme, re.I), diary
+  contributing = (ROOT / "CONTRIBUTING.md").read_text()
+  assert "xdist" in contributing and "memory" in contributing
+  assert (ROOT / "CHANGELOG.md").read_text().startswith("# Changelog")
+  guide = {p.stem for p in (DOCS / "guide").glob("*.md")}
+  assert {"models", "data", "loops", "mcmc", "vi", "predictive", "diagnostics", "distributed",
+          "saving", "odes", "install"} <= guide, guide
+  assert "log_survival_function" in (DOCS / "guide" / "models.md").read_text()
+  assert "init=" in (DOCS / "guide" / "vi.md").read_text()
+  assert "Known TFP issues" in (DOCS / "guide" / "install.md").read_text()
+
+
 if __name__ == "__main__":
   for arg in sys.argv[1:]:
     run_page(pathlib.Path(arg).resolve().relative_to(DOCS).as_posix()
