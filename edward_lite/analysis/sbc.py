@@ -184,7 +184,10 @@ class SBCResult:
     timings: seconds (``simulate_s``, ``inference_s``, ``ranks_s``, ``total_s``).
     diagnostics: per-simulation numbers of the inference: MCMC's
       ``divergences [S]`` and ``ess_bulk`` (name -> ``[S, *shape]``, each
-      data set's bulk ESS from its chains), VI's ``elbo [S]``.
+      data set's bulk ESS from its chains), VI's ``elbo [S]`` and
+      ``vi_converged`` (bool ``[S]``: whether each data set's fit had
+      converged; the batched families add ``vi_distance [S]``, each fit's
+      remaining Newton step, ``vi.batched``).
   """
   ranks: Dict[str, np.ndarray]
   max_rank: int
@@ -226,7 +229,9 @@ class SBCResult:
     """A pandas DataFrame, one row per scalar parameter element: the ECDF
     and chi-square p-values, and the mean and sd of the normalized ranks
     ``r / L`` (0.5 and about 0.289 when uniform; a low sd means too wide
-    posteriors' humped ranks, a high one too narrow posteriors' U)."""
+    posteriors' humped ranks, a high one too narrow posteriors' U).  When
+    some VI fits had not converged, a column ``unconverged_fits`` counts
+    them (of ``S``; the same for every row), as ``ed.sbc`` warned."""
     try:
       import pandas as pd  # pylint: disable=import-outside-toplevel
     except ImportError as e:
@@ -238,7 +243,11 @@ class SBCResult:
         rows.append(dict(parameter=label, p_ecdf=float(self.p_values[name].reshape(-1)[j]),
                          p_chi2=float(self.chi_square[name].reshape(-1)[j]),
                          rank_mean=float(flat[:, j].mean()), rank_sd=float(flat[:, j].std())))
-    return pd.DataFrame(rows).set_index("parameter")
+    table = pd.DataFrame(rows).set_index("parameter")
+    converged = self.diagnostics.get("vi_converged")
+    if converged is not None and not np.all(converged):
+      table["unconverged_fits"] = int(np.sum(~np.asarray(converged, bool)))
+    return table
 
   def plot(self, path=None, alpha=0.05, **kwargs):
     """``ed.plot.sbc(self)``: ECDF differences with simultaneous bands."""

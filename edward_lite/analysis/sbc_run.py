@@ -48,7 +48,7 @@ from edward_lite.model.data import ModelData, call_program, prepare_arguments
 from edward_lite.model.simulated import SimulationTarget
 from edward_lite.model.target import make_target
 from edward_lite.runtime import seeds
-from edward_lite.vi import batched
+from edward_lite.vi import batched, fit_check
 from edward_lite.vi.families import get_family
 
 __all__ = ["sbc"]
@@ -221,15 +221,23 @@ def _vi(model, args, kwargs, base, sims, names, family, simulations, steps, samp
   if hasattr(family, "transform"):
     samples = samples or family.samples
     target = SimulationTarget(base, {n: sims[n] for n in names}, samples)
-    params, elbo = batched.fit_batched(target, family, steps, samples,
-                                       learning_rate or family.learning_rate,
-                                       seeds.stream(seed_t, "sbc_vi_steps"), jit_compile)
-    posterior = batched.draw_constrained(target, family, params, max_rank,
+    fitted = batched.fit_batched(target, family, steps, samples,
+                                 learning_rate or family.learning_rate,
+                                 seeds.stream(seed_t, "sbc_vi_steps"), jit_compile)
+    posterior = batched.draw_constrained(target, family, fitted.params, max_rank,
                                          seeds.stream(seed_t, "sbc_vi_draws"))
+    _warn_if_unconverged(
+        fitted.converged, family.name, steps,
+        f"one Newton step from the mean ELBO gradient of their last {fitted.window} steps "
+        f"would still move a location by more than {batched.TOLERANCE:g} posterior sd or a "
+        f"scale by more than {batched.TOLERANCE:.0%} (largest: "
+        f"{np.nanmax(fitted.distance[~fitted.converged], initial=0.):.3g})")
     return posterior, dict(name=family.name, vectorized=True, steps=steps,
-                           samples=samples), {"elbo": elbo}
+                           samples=samples), {"elbo": fitted.elbo,
+                                              "vi_converged": fitted.converged,
+                                              "vi_distance": fitted.distance}
   from edward_lite.vi.fit import fit  # pylint: disable=import-outside-toplevel
-  posterior, elbo = {n: [] for n in base.names}, []
+  posterior, elbo, converged = {n: [] for n in base.names}, [], []
   for s in range(simulations):  # documented fallback: one compiled fit per data set
     with warnings.catch_warnings():
       warnings.simplefilter("ignore")
@@ -240,6 +248,22 @@ def _vi(model, args, kwargs, base, sims, names, family, simulations, steps, samp
     for n in base.names:
       posterior[n].append(draws[n])
     elbo.append(float(np.mean(result.elbo[-10:])))
+    converged.append(not fit_check._rising_note(result.elbo))  # pylint: disable=protected-access
+  converged = np.asarray(converged)
+  _warn_if_unconverged(converged, family.name, steps,
+                       "ed.vi.fit's ELBO was still rising over their last tenth of the steps")
   return ({n: np.stack(v) for n, v in posterior.items()},
           dict(name=family.name, vectorized=False, steps=steps, samples=samples),
-          {"elbo": np.asarray(elbo)})
+          {"elbo": np.asarray(elbo), "vi_converged": converged})
+
+
+def _warn_if_unconverged(converged, name, steps, why):
+  """Warns, once, when some of the ``S`` VI fits had not converged: their
+  draws are an unfinished fit's, and SBC would blame the family for them."""
+  count = int(np.sum(~converged))
+  if count:
+    warnings.warn(f"{count} of {len(converged)} {name} fits had not converged after "
+                  f"{steps} steps: {why}. Their draws are not the family's best "
+                  "approximation, so SBC would blame the family for an unfinished fit; run "
+                  f"more steps (steps=, e.g. {2 * steps}). Each data set's flag is in "
+                  "result.diagnostics['vi_converged'].", RuntimeWarning, stacklevel=3)
