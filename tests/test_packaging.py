@@ -150,12 +150,13 @@ def test_supported_pythons_are_declared():
 
 def test_ci_runs_the_arviz_tests_under_arviz_1x():
   """.ci/run's second part: a pyenv Python 3.12/3.13 (ArviZ 1.x) runs the
-  files listed whole and, in every other test file that mentions ArviZ, the
+  fast tier of every file, the files listed whole and, in every other test file that mentions ArviZ, the
   tests named *arviz*; so each test there that uses ArviZ must be so named."""
   ci = (ROOT / ".ci" / "run").read_text()
   assert "set -euo pipefail" in ci and ".venv312" in ci
   assert "versions/3.12.*/bin/python3" in ci and "versions/3.13.*/bin/python3" in ci
   assert ".venv312/" in (ROOT / ".gitignore").read_text().split()
+  assert '.venv312/bin/python tests/run_pytest.py -q -n 2 --dist loadfile -m "not slow"' in ci
   whole = re.search(r'WHOLE="([^"]+)"', ci).group(1).split()
   for name in ("test_arviz_export.py", "test_plot.py", "test_predictive.py",
                "test_persistence.py", "test_psis.py"):
