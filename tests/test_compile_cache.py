@@ -1,6 +1,6 @@
 """The persistent compile cache (runtime/compile_cache.py), the program cache
 (runtime/program_cache.py) and the program's AutoGraph conversion
-(model/data.graph_program): what cut the seconds before the first draw must
+(language/autograph.graph_program): what cut the seconds before the first draw must
 not change a result or a user's output."""
 
 import collections
@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import edward_lite as ed
 from edward_lite.mcmc import compiled
-from edward_lite.model.data import graph_program
+from edward_lite.language.autograph import graph_program
 from edward_lite.runtime import compile_cache
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

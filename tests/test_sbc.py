@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.analysis import sbc as sbc_stats
+from edward_lite.analysis import sbc_ranks as sbc_stats
 from edward_lite.mcmc.base import GradState, TransitionInfo, stateless_normal
 from edward_lite.model.simulated import SimulationTarget
 from edward_lite.vi import batched

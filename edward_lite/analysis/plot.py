@@ -13,44 +13,23 @@ Needs matplotlib and ArviZ, the optional extra:
 this module; ``ed.plot`` does, on first use.
 """
 
-import os
-import sys
-
 import numpy as np
 
 from edward_lite.analysis import arviz_compat
 from edward_lite.analysis import psis
+from edward_lite.analysis.figures import INSTALL, finish, pyplot
 from edward_lite.analysis.plot_sbc import sbc
 
 __all__ = ["trace", "pair", "elbo", "khat", "sbc"]
 
-DPI = 100
 KHAT_LIMIT = 0.7  # Pareto k-hat above which importance-weighted estimates are unreliable
-
-_INSTALL = "pip install 'edward_lite[plot]'"
-
 
 # -- helpers -------------------------------------------------------------------------
 
 
-def _pyplot():
-  """``matplotlib.pyplot``, on the non-interactive Agg backend when there is
-  no display (and no backend was asked for)."""
-  try:
-    import matplotlib  # pylint: disable=import-outside-toplevel
-  except ImportError as e:
-    raise ImportError(f"ed.plot needs matplotlib: {_INSTALL}.") from e
-  headless = sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or
-                                                       os.environ.get("WAYLAND_DISPLAY"))
-  if headless and "MPLBACKEND" not in os.environ and "matplotlib.pyplot" not in sys.modules:
-    matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  return plt
-
-
 def _arviz():
-  _pyplot()  # the backend first
-  return arviz_compat.load(f"this plot needs ArviZ: {_INSTALL}.")
+  pyplot()  # the backend first
+  return arviz_compat.load(f"this plot needs ArviZ: {INSTALL}.")
 
 
 def _is_vi(result):
@@ -72,17 +51,6 @@ def _inference_data(result, what, log_likelihood=False):
 
 def _figure(axes):
   return np.ravel(axes)[0].figure
-
-
-def _finish(fig, path, title=None):
-  if title:
-    fig.suptitle(title)
-  if path is not None:
-    path = os.fspath(path)
-    if os.path.dirname(path):
-      os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
-  return fig
 
 
 def _diverging(idata):
@@ -143,7 +111,7 @@ def trace(result, var_names=None, kind="trace", path=None, **kwargs):
     fig.set_size_inches(max(width, 10.), max(height, 4.))  # ArviZ 1.x's default is one short row
     title = f"Rank plots: {chains} chains x {draws} draws (uniform ranks in every chain: mixed)"
   fig = _figure(axes)
-  return _finish(fig, path, title)
+  return finish(fig, path, title)
 
 
 def pair(result, var_names=None, path=None, **kwargs):
@@ -180,7 +148,7 @@ def pair(result, var_names=None, path=None, **kwargs):
     title = f"Pair plot: {n} draws, {int(div.sum())} divergent transitions marked"
   else:
     title = f"Pair plot: {n} draws"
-  return _finish(fig, path, title)
+  return finish(fig, path, title)
 
 
 # -- VI ----------------------------------------------------------------------------------
@@ -202,7 +170,7 @@ def elbo(fit, path=None, skip=0.05):
   Returns:
     The matplotlib ``Figure``.
   """
-  plt = _pyplot()
+  plt = pyplot()
   values = np.asarray(getattr(fit, "elbo", fit), np.float64).reshape(-1)
   n = len(values)
   if n == 0:
@@ -238,7 +206,7 @@ def elbo(fit, path=None, skip=0.05):
   ax.legend(loc="lower right" if not tail.size else "center right", fontsize=9)
   name = getattr(getattr(fit, "family", None), "name", None)
   title = f"ELBO of ed.vi.fit ({name})" if name else "ELBO"
-  return _finish(fig, path, f"{title}: {n} steps")
+  return finish(fig, path, f"{title}: {n} steps")
 
 
 def _running_mean(values, window):
@@ -296,12 +264,12 @@ def khat(fit_or_loo, path=None, **kwargs):
         axis.annotate(text, (1., level), xycoords=("axes fraction", "data"), xytext=(3, 0),
                       textcoords="offset points", va="center", fontsize=9, color="C1")
   lowered = f" (0.7 lowered for {draws} draws)" if good < KHAT_LIMIT and draws else ""
-  return _finish(fig, path, f"PSIS-LOO Pareto k-hat: {int(np.sum(k > good))} of {k.size} "
+  return finish(fig, path, f"PSIS-LOO Pareto k-hat: {int(np.sum(k > good))} of {k.size} "
                             f"observations above {good:.2f}{lowered}")
 
 
 def _khat_vi(fit, path):
-  plt = _pyplot()
+  plt = pyplot()
   sample = fit._ensure_importance()  # pylint: disable=protected-access
   k, s = float(sample.k_hat), len(sample.log_weights)
   limit = psis.khat_threshold(s)
@@ -336,5 +304,5 @@ def _khat_vi(fit, path):
   right.set_title(f"importance ESS {sample.ess:.0f} of {s} draws")
   right.grid(alpha=0.3)
   verdict = ("reliable" if k < limit else "biased" if k < 1. else "unusable")
-  return _finish(fig, path, f"Importance sampling of the VI fit: Pareto k-hat {k:.2f} "
+  return finish(fig, path, f"Importance sampling of the VI fit: Pareto k-hat {k:.2f} "
                             f"({verdict} importance-weighted estimates)")

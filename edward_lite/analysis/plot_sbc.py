@@ -2,7 +2,7 @@
 
 For each scalar parameter element, the ECDF of its ``S`` ranks at the
 points ``z_k = k / (L + 1)`` minus ``z_k`` (0 for perfectly uniform ranks),
-with the simultaneous ``1 - alpha`` band of ``analysis.sbc.ecdf_bands``
+with the simultaneous ``1 - alpha`` band of ``analysis.sbc_ranks.ecdf_bands``
 (Säilynoja, Bürkner & Vehtari 2022): a curve that leaves the band fails the
 uniformity test at level ``alpha``.  A curve above the band's middle early
 and below it late means the truths fall low in the posteriors (posteriors
@@ -12,7 +12,8 @@ early rise and a late dip, a hump (too wide) as the reverse.
 
 import numpy as np
 
-from edward_lite.analysis.sbc import ecdf_bands, element_names
+from edward_lite.analysis.figures import finish, pyplot
+from edward_lite.analysis.sbc_ranks import ecdf_bands, element_names
 
 __all__ = ["sbc"]
 
@@ -31,10 +32,9 @@ def sbc(result, path=None, alpha=0.05, max_panels=MAX_PANELS):
   Returns:
     The matplotlib ``Figure``.
   """
-  from edward_lite.analysis.plot import _finish, _pyplot  # pylint: disable=import-outside-toplevel
   if not hasattr(result, "ranks") or not hasattr(result, "max_rank"):
     raise TypeError(f"ed.plot.sbc takes the result of ed.sbc; got {type(result).__name__}.")
-  plt = _pyplot()
+  plt = pyplot()
   panels = []
   for name, r in result.ranks.items():
     flat = r.reshape(len(r), -1)
@@ -67,4 +67,4 @@ def sbc(result, path=None, alpha=0.05, max_panels=MAX_PANELS):
   axes[0, 0].legend(loc="lower left", fontsize=8)
   more = f", first {len(shown)} of {len(panels)} elements" if len(panels) > len(shown) else ""
   method = result.method.get("name", "")
-  return _finish(fig, path, f"SBC of {method}: {size} simulations, ranks 0..{max_rank}{more}")
+  return finish(fig, path, f"SBC of {method}: {size} simulations, ranks 0..{max_rank}{more}")

@@ -58,6 +58,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.internal import dtype_util
 
 from edward_lite.language import dtypes
+from edward_lite.language.autograph import graph_program
 from edward_lite.language.distributions import CONSTRUCTORS
 from edward_lite.language.tracing import trace, traceable
 
@@ -230,7 +231,6 @@ class Reparameterized:
     if isinstance(program, Reparameterized):  # transformed twice: it needs the names too
       program = program.bind(observed, autograph)
     elif autograph:
-      from edward_lite.model.data import graph_program  # pylint: disable=import-outside-toplevel
       program = graph_program(program)
 
     def run(*args, **kwargs):

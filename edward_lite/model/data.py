@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from edward_lite.language import dtypes
 from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language.autograph import graph_program
 from edward_lite.language.reparameterize import Reparameterized
 
 __all__ = ["ModelData", "RowData", "prepare_arguments", "snapshot", "check_finite", "call_program"]
@@ -72,32 +73,6 @@ def call_program(program, data, float_dtype=None, autograph=True):
     program = graph_program(program)
   with dtypes.float_scope(float_dtype):
     return program(*data.args, **data.kwargs)
-
-
-_CONVERTED = {}  # id(program) -> (program, its AutoGraph conversion)
-
-
-def graph_program(program):
-  """``program`` with its own body converted by AutoGraph, once per program.
-
-  The library traces its functions without AutoGraph (``tf.function(...,
-  autograph=False)``, as TFP does): converting every function on the way from
-  a compiled chunk to the program took most of the seconds before the first
-  draw (benchmarks/RESULTS.md §24).  The program's own body still is, so a
-  ``for i in tf.range(n)`` or an ``if`` on data in it becomes graph control
-  flow as a ``tf.function`` user expects; the functions it calls run as
-  written (write their loops with ``tf.scan``/``tf.while_loop``).  A program
-  AutoGraph cannot read (no source, e.g. typed at a prompt; a builtin) runs
-  as written.
-  """
-  hit = _CONVERTED.get(id(program))
-  if hit is None:
-    try:
-      converted = tf.autograph.to_graph(program, recursive=False)
-    except Exception:  # pylint: disable=broad-except
-      converted = program
-    hit = _CONVERTED[id(program)] = (program, converted)
-  return hit[1]
 
 
 def is_array_like(x):
