@@ -50,7 +50,7 @@ from edward_lite.runtime import compile_cache
 __all__ = ["directory", "load", "save_and_load", "entry_name"]
 
 # Ids a process may use between two loads (a trace uses thousands); counting
-# to the next multiple takes at most 30 ms.
+# to the next multiple takes at most 15 ms.
 _NAME_BLOCK = 1 << 17
 # A function that calls back into Python, or reads a variable or another
 # resource, is not kept: a loaded copy would not see the live object.
@@ -152,14 +152,17 @@ def save_and_load(name, concrete):
     return concrete
   module = tf.Module()
   module.function = concrete
+  scratch = None
   try:
     os.makedirs(folder, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f".{name[:16]}-", dir=folder)
     tf.saved_model.save(module, scratch)
-    try:
-      os.rename(scratch, os.path.join(folder, name))
-    except OSError:  # another process saved it first
-      shutil.rmtree(scratch, ignore_errors=True)
+    os.rename(scratch, os.path.join(folder, name))
   except Exception:  # pylint: disable=broad-except
-    return concrete  # not serializable or a read-only disk: keep the trace
+    # Saved first by another process, not serializable, or a read-only or
+    # full disk: the trace runs as it is.
+    if scratch is not None:
+      shutil.rmtree(scratch, ignore_errors=True)
+    if not os.path.isdir(os.path.join(folder, name)):
+      return concrete
   return load(name) or concrete
