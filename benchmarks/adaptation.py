@@ -183,8 +183,11 @@ def main():
           if tool == "edward_lite":
             cmd = [sys.executable, __file__, "--options", args.options,
                    "--run", posterior, str(seed), out]
-            # A cold compile cache: every run compiles, as a new model does.
-            env = dict(os.environ, ED_COMPILE_CACHE=os.path.join(tmp, f"xla-{posterior}-{seed}"))
+            # A cold compile cache: every run traces and compiles, as a new
+            # model does.  This process's TF_XLA_FLAGS (set when it imported
+            # edward_lite to evaluate a run) would name the shared cache.
+            env = {k: v for k, v in os.environ.items() if k != "TF_XLA_FLAGS"}
+            env["ED_COMPILE_CACHE"] = os.path.join(tmp, f"xla-{posterior}-{seed}")
           else:
             cmd = [args.peers_python, os.path.join(HERE, "adaptation_peers.py"), tool,
                    posterior, str(seed), out, data]
