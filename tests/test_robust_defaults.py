@@ -75,22 +75,26 @@ def test_a_stuck_chain_is_moved_in_warmup_and_named_without_it():
 def test_the_default_bulk_step_size_leaves_a_stuck_chain_its_own():
   """In the first windows every chain adapts its own step size: chain 4,
   started where sigma is tiny, adapts a far smaller one and moves; from the
-  first window end after iteration 50 the bulk shares one step size, chain
-  4 among them, and the draws match the analytic posterior."""
+  first window end after iteration 50 the bulk shares one step size (chain 4
+  keeps its own while it is apart), by the end of warmup chain 4 has
+  rejoined it, and the draws match the analytic posterior.  (With a warmup
+  of 100, chain 4 stayed apart through sampling on one CPU and seed, named
+  by ``stuck_chains``; 200 rescues it on seeds 0-4 there.)"""
   (hs, iq), score = bm.kid_score_data()
   score = score["kid_score"]
   steps = []
-  post = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=100,
+  post = ed.mcmc.sample(kid_score, hs, iq, observed={"score": score}, chains=8, warmup=200,
                         draws=400, seed=0, init=_stuck_start(), chunk_size=5, progress=False,
                         callback=lambda info: steps.append((info["step"], info["step_size"])))
-  run = schedule.short_windows_schedule(100, 400, bulk=True)
+  run = schedule.short_windows_schedule(200, 400, bulk=True)
   first_shared = min(p.start for p in run if p.share)
-  shared = np.array([s for step, s in steps if first_shared + 5 <= step < 90])  # [chunks, 8]
-  assert np.all(shared == shared[:, :1])  # the bulk holds one step size
+  shared = np.array([s for step, s in steps if first_shared + 5 <= step < post.warmup])
+  bulk = np.delete(shared, 4, axis=1)
+  assert np.all(bulk == bulk[:, :1])  # the bulk holds one step size
   alone = np.array([s for step, s in steps if step < first_shared])
   others = np.delete(alone, 4, axis=1)
   assert np.any(alone[:, 4] < 0.2 * np.median(others, axis=1))  # chain 4 adapted alone
-  final = np.array([s for step, s in steps if step == 100])[0]
+  final = np.array([s for step, s in steps if step >= post.warmup])[0]
   assert np.unique(final).size == 1  # chain 4 rejoined: one step size for sampling
   assert post.stuck_chains() == []
   b = post.draws["b"]
