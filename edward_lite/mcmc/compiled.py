@@ -5,7 +5,9 @@ compiled functions the driver calls: the chunk of transitions, the draws of
 initial states and the initial ``ChunkState``.  The cache key is the
 program's code and data by content (``fingerprints.fingerprint``), the kernel's
 settings, the number of chains and the pooling, so a new seed or new run
-lengths reuse the compiled program.  A ``Target`` given in place of a model
+lengths reuse the compiled program; under the same key (and the library's
+version) the chunk and the value and gradient are kept on disk for the next
+process (``runtime/program_cache``).  A ``Target`` given in place of a model
 (``ed.sbc``'s ``SimulationTarget``) is used as it is and never cached: it
 cannot be identified by content.
 """
@@ -109,13 +111,13 @@ class Program:
     self._concrete = {}
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
-    # The functions kept on disk: the two whose traces take seconds (the
-    # small ones trace in less time than a SavedModel takes to load).
-    self._names = {self._run_chunk_fn: "run_chunk"}
     self.log_prob = tf.function(density.log_prob_flat, autograph=False)
     self._value_and_gradient_fn = tf.function(
         lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u), autograph=False)
-    self._names[self._value_and_gradient_fn] = "value_and_gradient"
+    # The functions kept on disk: the two whose traces take seconds (the
+    # small ones trace in less time than a SavedModel takes to load).
+    self._names = {self._run_chunk_fn: "run_chunk",
+                   self._value_and_gradient_fn: "value_and_gradient"}
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
