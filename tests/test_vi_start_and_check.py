@@ -117,9 +117,9 @@ def test_an_exact_fit_does_not_warn():
 def test_the_rising_elbo_rule_on_traces_with_a_known_answer():
   rng = np.random.default_rng(0)
   flat = -100. + rng.normal(0., 3., 5000)
-  assert fit_check._rising_note(flat) == ""
+  assert fit_check.rising_note(flat) == ""
   rising = flat + np.linspace(0., 30., 5000)  # 3 nats over the last two tenths
-  assert "still rising" in fit_check._rising_note(rising)
+  assert "still rising" in fit_check.rising_note(rising)
   slight = flat + np.linspace(0., 3., 5000)  # 0.3 nats: below RISE_NATS
-  assert fit_check._rising_note(slight) == ""
-  assert fit_check._rising_note(flat[:50]) == ""  # too short to judge
+  assert fit_check.rising_note(slight) == ""
+  assert fit_check.rising_note(flat[:50]) == ""  # too short to judge

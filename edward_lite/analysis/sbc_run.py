@@ -248,7 +248,7 @@ def _vi(model, args, kwargs, base, sims, names, family, simulations, steps, samp
     for n in base.names:
       posterior[n].append(draws[n])
     elbo.append(float(np.mean(result.elbo[-10:])))
-    converged.append(not fit_check._rising_note(result.elbo))  # pylint: disable=protected-access
+    converged.append(not fit_check.rising_note(result.elbo))
   converged = np.asarray(converged)
   _warn_if_unconverged(converged, family.name, steps,
                        "ed.vi.fit's ELBO was still rising over their last tenth of the steps")

@@ -24,7 +24,7 @@ import numpy as np
 
 from edward_lite.analysis import psis
 
-__all__ = ["warn_if_untrusted", "RISE_NATS", "RISE_SE"]
+__all__ = ["warn_if_untrusted", "rising_note", "RISE_NATS", "RISE_SE"]
 
 RISE_NATS = 1.  # a rise of the mean ELBO between the last two tenths this large ...
 RISE_SE = 4.    # ... and this many standard errors: not converged
@@ -33,7 +33,7 @@ RISE_SE = 4.    # ... and this many standard errors: not converged
 def warn_if_untrusted(result, stacklevel=4):
   """Warns (``RuntimeWarning``) when ``result``'s k-hat or ELBO trace says
   the fit cannot be trusted (module docstring); returns the sentences."""
-  notes = [note for note in (_khat_note(result), _rising_note(result.elbo)) if note]
+  notes = [note for note in (_khat_note(result), rising_note(result.elbo)) if note]
   for note in notes:
     warnings.warn(note, RuntimeWarning, stacklevel=stacklevel)
   return notes
@@ -51,7 +51,9 @@ def _khat_note(result):
           "use a richer family.")
 
 
-def _rising_note(elbo):
+def rising_note(elbo):
+  """The note that an ELBO trace ``[steps]`` was still rising at its end
+  (module docstring), or "" when it was not."""
   elbo = np.asarray(elbo, np.float64)
   elbo = elbo[np.isfinite(elbo)]
   tenth = len(elbo) // 10
