@@ -165,3 +165,33 @@ def test_a_program_autograph_cannot_read_runs_as_written():
   program = eval("lambda: ed.Normal(0., 1., name='x')", {"ed": ed})  # no source file
   assert graph_program(program)().distribution.scale == 1.
   assert graph_program(len) is len
+
+
+USER_FUNCTION = ("import sys, edward_lite, tensorflow as tf\n"
+                 "f = tf.function(lambda x: tf.reduce_sum(tf.sin(x) ** 2), jit_compile=True)\n"
+                 "print(float(f(tf.linspace(0., 3., 7))))\n")
+
+
+def test_a_users_own_compiled_function_shares_the_cache_or_stays_out_of_it(tmp_path):
+  """The cache is process-wide (TensorFlow reads its flag once): a script's own
+  ``jit_compile`` function is cached too and gives the same value when loaded;
+  with ``ED_COMPILE_CACHE=0`` nothing is written and nothing is logged
+  (docs/guide/saving.md, "Your own compiled functions")."""
+  expected = float(np.sum(np.sin(np.linspace(0., 3., 7, dtype=np.float32)) ** 2))
+  env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE",
+                                                          "TF_XLA_FLAGS")}
+  cache = tmp_path / "cache"
+  env["ED_COMPILE_CACHE"] = str(cache)
+  files = []
+  for _ in range(2):
+    done = subprocess.run([sys.executable, "-c", USER_FUNCTION], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert float(done.stdout) == pytest.approx(expected, rel=1e-5)
+    files.append(sorted(p.name for p in cache.rglob("*") if p.is_file()))
+  assert files[0] and files[1] == files[0]  # written by the first process, read by the second
+  env["ED_COMPILE_CACHE"] = "0"
+  done = subprocess.run([sys.executable, "-c", USER_FUNCTION], capture_output=True, text=True,
+                        timeout=300, env=env, cwd=ROOT)
+  assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+  assert float(done.stdout) == pytest.approx(expected, rel=1e-5)
