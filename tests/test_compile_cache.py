@@ -4,6 +4,7 @@
 not change a result or a user's output."""
 
 import collections
+import logging
 import os
 import pathlib
 import subprocess
@@ -195,3 +196,28 @@ def test_a_users_own_compiled_function_shares_the_cache_or_stays_out_of_it(tmp_p
                         timeout=300, env=env, cwd=ROOT)
   assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
   assert float(done.stdout) == pytest.approx(expected, rel=1e-5)
+
+
+def _regression(x):
+  b = ed.Normal(0., 1., sample_shape=3, name="b")
+  return ed.Normal(tf.linalg.matvec(x, b), 1., name="y")
+
+
+def test_a_program_is_kept_without_a_logged_traceback(programs, caplog):
+  """Saving the gradient of an op inside the chains' ``vectorized_map``
+  failed and logged a traceback (the diamonds regression); the kept functions
+  are never differentiated, so their custom gradients are not saved, and
+  loading them logs nothing either."""
+  x = np.random.default_rng(0).normal(size=(20, 3)).astype(np.float32)
+  y = x @ np.array([1., -0.5, 0.2], np.float32)
+  draws = []
+  for _ in range(2):
+    compiled.Program._cache.clear()  # pylint: disable=protected-access
+    with caplog.at_level(logging.WARNING):
+      post = ed.mcmc.sample(_regression, x, observed={"y": y}, chains=2, warmup=50, draws=20,
+                            seed=1, progress=False)
+    draws.append(post.draws["b"])
+  assert [r.getMessage()[:200] for r in caplog.records] == []
+  (program,) = compiled.Program._cache.values()  # pylint: disable=protected-access
+  assert program.loaded  # the second run loaded what the first saved
+  np.testing.assert_array_equal(draws[1], draws[0])

@@ -33,6 +33,7 @@ replaced.  ``ED_PROGRAM_CACHE=0`` turns this cache off and keeps XLA's.
 
 import functools
 import hashlib
+import logging
 import os
 import shutil
 import sys
@@ -122,12 +123,23 @@ def load(name):
   path = folder and os.path.join(folder, name)
   if not path or not os.path.isdir(path):
     return None
+  absl = logging.getLogger("absl")
+  absl.addFilter(_drop_unsaved_gradient_note)
   try:
     _align_names()
     return tf.saved_model.load(path).function
   except Exception:  # pylint: disable=broad-except
     shutil.rmtree(path, ignore_errors=True)  # a damaged entry: trace again, rewrite
     return None
+  finally:
+    absl.removeFilter(_drop_unsaved_gradient_note)
+
+
+def _drop_unsaved_gradient_note(record):
+  """False for TensorFlow's note that a loaded function has custom-gradient
+  ops saved without their gradients (``save_and_load`` does not save them:
+  the kept functions are never differentiated)."""
+  return "with ops with unsaved custom gradients" not in str(record.msg)
 
 
 def _keepable(concrete):
@@ -156,7 +168,11 @@ def save_and_load(name, concrete):
   try:
     os.makedirs(folder, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f".{name[:16]}-", dir=folder)
-    tf.saved_model.save(module, scratch)
+    # The functions kept are called, never differentiated: TensorFlow need
+    # not trace the gradients of custom-gradient ops (it fails, and logs a
+    # traceback, on some inside a ``vectorized_map``).
+    tf.saved_model.save(module, scratch, options=tf.saved_model.SaveOptions(
+        experimental_custom_gradients=False))
     os.rename(scratch, os.path.join(folder, name))
   except Exception:  # pylint: disable=broad-except
     # Saved first by another process, not serializable, or a read-only or
