@@ -111,17 +111,21 @@ def batched_value_and_gradient(fn, state, loops=False):
   return tf.map_fn(lambda s: value_and_gradient(fn, s), state, fn_output_signature=signature)
 
 
-def log_density(fn, state, loops=False):
+def log_density(fn, state, loops=False, batched=None):
   """``[C]`` values of one chain's ``fn`` over ``state`` (dict ``name ->
   [C, ...]``), differentiable: the gradient with respect to ``state`` is the
-  per-chain one of ``batched_value_and_gradient``, computed with the value.
+  per-chain one of ``batched_value_and_gradient``, computed with the value
+  (or by ``batched``, a function ``state -> (values, gradients)`` computing
+  the same, such as a ``tf.function`` of it that one trace serves).
   A program that reads ``tf.Variable``s (Keras weights) gets their gradient
   from the vectorized program."""
   names = list(state)
+  if batched is None:
+    batched = lambda s: batched_value_and_gradient(fn, s, loops)  # pylint: disable=unnecessary-lambda-assignment
 
   @tf.custom_gradient
   def value(*parts):
-    lp, grads = batched_value_and_gradient(fn, dict(zip(names, parts)), loops)
+    lp, grads = batched(dict(zip(names, parts)))
 
     def grad_fn(upstream, variables=None):
       state_grads = [tf.reshape(upstream, [-1] + [1] * (grads[n].shape.rank - 1)) * grads[n]

@@ -32,6 +32,7 @@ All input checks happen in ``make_target``, before any compiled work.
 import copy
 import inspect
 from typing import Protocol, runtime_checkable
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -126,6 +127,8 @@ class Target:
     # program's (then floating NumPy data become float32); else the model's.
     self._float = None if dtype is None else dtypes.check_float_dtype(dtype)
     self._program = program
+    self._shared_densities = {}  # mode -> tf.function (_traced)
+    self._graph_densities = weakref.WeakKeyDictionary()  # graph -> mode -> tf.function
     self._code = fingerprints.code_digest(program)
     self._data, self._structure = trace_model(program, args, kwargs or {}, observed,
                                               structure_checks, self._float)
@@ -351,7 +354,33 @@ class Target:
   def _density(self, state, mode):
     if not self._structure.latents:
       raise ValueError("The program has no latent variables: nothing to infer.")
-    return per_chain_gradient.log_density(self.density_fn(mode), state, self.has_loops)
+    fn = self.density_fn(mode)
+    if tf.executing_eagerly() or self.has_loops:
+      return per_chain_gradient.log_density(fn, state, self.has_loops)
+    return per_chain_gradient.log_density(fn, state, batched=lambda s: self._traced(mode, s))
+
+  def _traced(self, mode, state):
+    """``batched_value_and_gradient(density_fn(mode), state)`` through a
+    ``tf.function`` that one trace serves everywhere it is called: a
+    chunk's first state and its leapfrog steps, and the sampler's separate
+    value-and-gradient function.  A trace that captured a symbolic tensor
+    (data bound to a program's arguments, such as minibatches) serves only
+    the program being traced (its outermost graph).  Programs with loops
+    are excluded: XLA cannot compile their chain-by-chain gradient across
+    a function call (it needs the loops' lengths as constants)."""
+    graph = tf.compat.v1.get_default_graph()
+    while getattr(graph, "outer_graph", None) is not None:
+      graph = graph.outer_graph
+    own = self._graph_densities.setdefault(graph, {})
+    traced = self._shared_densities.get(mode) or own.get(mode)
+    if traced is None:
+      fn = self.density_fn(mode)
+      traced = tf.function(lambda s: per_chain_gradient.batched_value_and_gradient(fn, s),
+                           autograph=False)
+      captured = traced.get_concrete_function(state).captured_inputs
+      eager = not any(tf.is_symbolic_tensor(t) for t in captured)
+      (self._shared_densities if eager else own)[mode] = traced
+    return traced(state)
 
   def log_prob(self, state):
     """Log density at unconstrained, chain-batched state.
@@ -531,6 +560,7 @@ class Target:
         raise ValueError(f"with_data: {unknown} are not observed variables of the target; "
                          f"they are {list(data.observed)}.")
     other = copy.copy(self)
+    other._shared_densities, other._graph_densities = {}, weakref.WeakKeyDictionary()  # pylint: disable=protected-access
     other._data = data.replace(  # pylint: disable=protected-access
         args=data.args if args is None else tuple(args),
         kwargs=data.kwargs if kwargs is None else dict(kwargs),
