@@ -4,6 +4,7 @@
 not change a result or a user's output."""
 
 import collections
+import json
 import logging
 import os
 import pathlib
@@ -17,7 +18,7 @@ import tensorflow as tf
 import edward_lite as ed
 from edward_lite.mcmc import compiled
 from edward_lite.language.autograph import graph_program
-from edward_lite.runtime import compile_cache
+from edward_lite.runtime import compile_cache, program_cache
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -104,7 +105,7 @@ def test_loaded_programs_draw_what_the_traced_ones_draw(programs, monkeypatch):
   assert loaded == [] and not programs.exists() and len(called) == 2
   monkeypatch.setenv("ED_PROGRAM_CACHE", "1")
   first, loaded, _ = _run("nuts")  # traced, saved, and run as loaded back
-  assert loaded == [] and len(list(programs.iterdir())) == len(called)
+  assert loaded == [] and len([p for p in programs.iterdir() if p.is_dir()]) == len(called)
   second, loaded, _ = _run("nuts")
   assert loaded == called
   np.testing.assert_array_equal(first, traced)
@@ -122,7 +123,7 @@ def test_a_damaged_entry_is_traced_again_and_rewritten(programs):
   np.testing.assert_array_equal(again, first)
   np.testing.assert_array_equal(third, first)
   _, loaded, _ = _run("rwmh", scale=0.6)  # other data: another program
-  assert loaded == [] and len(list(programs.iterdir())) == 2 * len(called)
+  assert loaded == [] and len([p for p in programs.iterdir() if p.is_dir()]) == 2 * len(called)
 
 
 def test_a_program_reading_a_variable_is_not_kept(programs):
@@ -221,3 +222,17 @@ def test_a_program_is_kept_without_a_logged_traceback(programs, caplog):
   (program,) = compiled.Program._cache.values()  # pylint: disable=protected-access
   assert program.loaded  # the second run loaded what the first saved
   np.testing.assert_array_equal(draws[1], draws[0])
+
+
+def test_a_programs_loop_facts_are_kept_and_found_again_when_damaged(programs):
+  """Whether a program loops costs a trace to find: kept beside its traced
+  functions, read by the next run, found again when the file is damaged."""
+  _run("nuts")
+  (facts,) = programs.glob("*.json")
+  assert json.loads(facts.read_text()) == [False, False]
+  calls = []
+  found = lambda: calls.append(1) or [True, False]  # pylint: disable=unnecessary-lambda-assignment
+  assert program_cache.remembered(facts.stem, found) == [False, False] and not calls
+  facts.write_text("{not json")
+  assert program_cache.remembered(facts.stem, found) == [True, False] and calls == [1]
+  assert json.loads(facts.read_text()) == [True, False]

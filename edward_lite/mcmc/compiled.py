@@ -89,6 +89,9 @@ class Program:
       raise TypeError("MCMC needs all latent variables in one floating dtype; "
                       f"they are {[(n, i.dtype.name) for n, i in target.latents.items()]}.")
     self.target, self.kernel, self.fingerprint = target, kernel, fingerprint
+    if saved_key is not None and program_cache.directory() is not None:
+      target.loop_facts(program_cache.remembered(
+          program_cache.entry_name(saved_key, ("loop_facts",)), target.loop_facts))
     self.density = density = target if density is None else density
     self.compiled = False
     # A sharded target calls strategy.run, which XLA cannot hold: its

@@ -252,6 +252,22 @@ class Target:
     """Whether one run of the program holds a loop (a ``While`` op, e.g.
     from ``tf.scan``, ``tf.while_loop`` or a TFP distribution that loops in
     ``log_prob``); decides how gradients are batched over chains."""
+    return self.loop_facts()[0]
+
+  @property
+  def has_unbounded_loops(self):
+    """Whether the program holds a ``tf.while_loop`` without
+    ``maximum_iterations``: XLA cannot compile its gradient, so such a
+    program runs without XLA."""
+    return self.loop_facts()[1]
+
+  def loop_facts(self, known=None):
+    """``(has_loops, has_unbounded_loops)``, found by tracing one run of the
+    program into a graph (0.15-0.2 s for a small model), or ``known``: the
+    pair found for the same program before (``mcmc.compiled`` keeps it in
+    the program cache)."""
+    if known is not None:
+      self._loops = (bool(known[0]), bool(known[0] and known[1]))
     if self._loops is None:
       spec = {n: tf.TensorSpec(i.unconstrained_shape, i.dtype)
               for n, i in self._structure.latents.items()}
@@ -260,18 +276,12 @@ class Target:
       graph_def = graph.as_graph_def()
       ops = {n.op for n in graph_def.node}
       ops.update(n.op for f in graph_def.library.function for n in f.node_def)
-      summed_in_loop = self._plan is not None and self._plan.loops
-      self._loops = (bool(ops & {"While", "StatelessWhile"}) or summed_in_loop, any(
+      loops = bool(ops & {"While", "StatelessWhile"}) or (self._plan is not None and
+                                                          self._plan.loops)
+      self._loops = (loops, loops and any(
           op.type in ("While", "StatelessWhile") and _is_minus_one(op.inputs[1])
           for op in graph.get_operations()))
-    return self._loops[0]
-
-  @property
-  def has_unbounded_loops(self):
-    """Whether the program holds a ``tf.while_loop`` without
-    ``maximum_iterations``: XLA cannot compile its gradient, so such a
-    program runs without XLA."""
-    return self.has_loops and self._loops[1]
+    return self._loops
 
   # -- one chain ----------------------------------------------------------------
 

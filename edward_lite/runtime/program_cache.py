@@ -33,6 +33,7 @@ replaced.  ``ED_PROGRAM_CACHE=0`` turns this cache off and keeps XLA's.
 
 import functools
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -48,7 +49,7 @@ except ImportError:  # moved: loads still work, a second process compiles again
 
 from edward_lite.runtime import compile_cache
 
-__all__ = ["directory", "load", "save_and_load", "entry_name"]
+__all__ = ["directory", "load", "save_and_load", "entry_name", "remembered"]
 
 # Ids a process may use between two loads (a trace uses thousands); counting
 # to the next multiple takes at most 15 ms.
@@ -182,3 +183,28 @@ def save_and_load(name, concrete):
     if not os.path.isdir(os.path.join(folder, name)):
       return concrete
   return load(name) or concrete
+
+
+def remembered(name, compute):
+  """``compute()``, a JSON value about a program that costs a trace to find
+  (whether it loops), kept as entry ``name + ".json"`` and read back in
+  later processes; computed every time when the cache is off."""
+  folder = directory()
+  if not folder:
+    return compute()
+  path = os.path.join(folder, name + ".json")
+  try:
+    with open(path, encoding="utf-8") as f:
+      return json.load(f)
+  except (OSError, ValueError):
+    pass  # not written yet, or damaged: found again and rewritten
+  value = compute()
+  try:
+    os.makedirs(folder, exist_ok=True)
+    handle, scratch = tempfile.mkstemp(prefix=".fact-", dir=folder)
+    with os.fdopen(handle, "w", encoding="utf-8") as f:
+      json.dump(value, f)
+    os.replace(scratch, path)
+  except OSError:
+    pass  # a read-only or full disk: found again next time
+  return value
