@@ -13,12 +13,12 @@ target over unconstrained, chain-batched state (``ed.make_target``), or
 posterior draws (``ed.mcmc.sample``).
 
 The package's folders are its map: ``language/`` (random variables,
-tracing, program transformations), ``target/`` (a program and its data as a
+tracing, program transformations), ``model/`` (a program and its data as a
 log density), ``checks/`` (bad input caught at the boundary), ``mcmc/`` and
 ``vi/`` (inference), ``ode/`` (ODE solves inside programs), ``distribute/``
 (``tf.distribute``), ``analysis/`` (diagnostics, summaries, predictive,
-ArviZ, plots) and ``runtime/`` (the chunked host loop, checkpoints, seeds,
-save and load).
+ArviZ, plots), ``sbc/`` (simulation-based calibration) and ``runtime/`` (the
+chunked host loop, checkpoints, seeds, save and load).
 """
 
 from edward_lite.runtime import compile_cache
@@ -32,8 +32,6 @@ from edward_lite import distribute, mcmc, ode, vi
 from edward_lite.analysis import diagnostics, psis
 from edward_lite.analysis.graph import graph, model_graph
 from edward_lite.analysis.predictive import posterior_predictive, prior_predictive
-from edward_lite.analysis.sbc import SBCResult
-from edward_lite.analysis.sbc_run import sbc
 from edward_lite.language.distributions import *  # pylint: disable=wildcard-import
 from edward_lite.language.distributions import (CONSTRUCTORS, as_random_variable,
                                                 make_random_variable)
@@ -47,6 +45,8 @@ from edward_lite.model import Target, make_target
 from edward_lite.old_paths import MOVED as _MOVED
 from edward_lite.old_paths import install as _install_old_paths
 from edward_lite.runtime.persistence import load
+# ed.sbc is the function: this binding replaces the package, which stays importable by path.
+from edward_lite.sbc import SBCResult, sbc
 from edward_lite.version import __version__
 
 _install_old_paths()

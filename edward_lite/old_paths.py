@@ -32,7 +32,7 @@ MOVED = {
     "call_checks": "checks.arguments",
     "program_errors": "checks.program_errors",
     "support": "checks.support",
-    "nonfinite": "checks.nonfinite",
+    "nonfinite": "model.nonfinite",
     "control_flow": "checks.control_flow",
     "diagnostics": "analysis.diagnostics",
     "psis": "analysis.psis",
@@ -51,6 +51,13 @@ MOVED = {
     "mcmc.program": "mcmc.compiled",
     "mcmc.initial": "mcmc.initial_states",
     "vi.diagnosis": "vi.elbo_diagnosis",
+    "checks.nonfinite": "model.nonfinite",
+    "analysis.sbc": "sbc.result",
+    "analysis.sbc_run": "sbc.run",
+    "analysis.sbc_ranks": "sbc.ranks",
+    "analysis.plot_sbc": "sbc.plot",
+    "model.simulated": "sbc.simulated",
+    "vi.batched": "sbc.batched",
 }
 
 

@@ -79,7 +79,7 @@ def test_the_terms_report_the_summed_out_group_as_one_term():
 
 
 def test_a_non_finite_summed_out_term_is_explained_by_its_parts():
-  from edward_lite.checks import nonfinite  # pylint: disable=import-outside-toplevel
+  from edward_lite.model import nonfinite  # pylint: disable=import-outside-toplevel
   def mixture_scaled(scale):
     w = ed.Beta(2., 2., name="w")
     z = ed.Bernoulli(probs=w, sample_shape=3, name="z")

@@ -1,6 +1,9 @@
 """The package's layout: a documented namespace, and the paths from before the move."""
 
+import ast
 import importlib
+import pathlib
+import re
 import sys
 import warnings
 
@@ -47,3 +50,32 @@ def test_old_names_reach_their_objects():
     from edward_lite.target import make_target  # pylint: disable=g-import-not-at-top
     assert condition is ed.condition and make_target is ed.make_target
     assert ed.nonfinite is importlib.import_module("edward_lite.checks.nonfinite")
+
+
+def _folder_of(module):
+  """``edward_lite.mcmc.sample`` -> ``mcmc``; a top-level module or the package -> None."""
+  parts = module.split(".")
+  root = pathlib.Path(ed.__file__).parent
+  return parts[1] if len(parts) > 1 and (root / parts[1]).is_dir() else None
+
+
+def test_folders_import_only_the_folders_contributing_lists_above_them():
+  root = pathlib.Path(ed.__file__).parent
+  layout = (root.parent / "CONTRIBUTING.md").read_text().split("## Layout")[1]
+  order = re.findall(r"^  (\w+)/ ", layout.split("old_paths.py")[0], re.M)
+  assert sorted(order) == sorted(p.name for p in root.iterdir()
+                                 if (p / "__init__.py").exists())
+  upward = []
+  for path in root.rglob("*.py"):
+    folder = path.relative_to(root).parts[0]
+    if folder not in order:  # a top-level module (the package's own __init__, old_paths)
+      continue
+    for node in ast.walk(ast.parse(path.read_text())):  # function-level imports too
+      names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+               [f"{node.module}.{a.name}" for a in node.names]  # from edward_lite import mcmc
+               if isinstance(node, ast.ImportFrom) and node.module else [])
+      for name in names:
+        other = _folder_of(name) if name.startswith("edward_lite.") else None
+        if other and order.index(other) > order.index(folder):
+          upward.append(f"{path.relative_to(root)} imports {name}")
+  assert not upward, upward

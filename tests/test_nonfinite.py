@@ -1,6 +1,6 @@
 """A density that is not finite at any starting point (issue 14): the error
 names the term responsible and the likely cause, before compiled work, in
-``ed.mcmc.sample`` and ``ed.vi.fit`` alike (``edward_lite.checks.nonfinite``)."""
+``ed.mcmc.sample`` and ``ed.vi.fit`` alike (``edward_lite.model.nonfinite``)."""
 
 import sys
 
@@ -10,7 +10,7 @@ import tensorflow as tf
 
 import edward_lite as ed
 from edward_lite.mcmc.compiled import Program
-from edward_lite.checks import nonfinite
+from edward_lite.model import nonfinite
 
 # The modules (their names are shadowed by the functions they export).
 elbo_module = sys.modules["edward_lite.vi.elbo"]  # the fit's compiled chunk

@@ -12,11 +12,11 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.analysis import sbc_ranks as sbc_stats
 from edward_lite.mcmc.base import GradState, TransitionInfo, stateless_normal
-from edward_lite.model.simulated import SimulationTarget
-from edward_lite.vi import batched
-from edward_lite.vi.batched import BatchedMeanField
+from edward_lite.sbc import batched
+from edward_lite.sbc import ranks as sbc_stats
+from edward_lite.sbc.batched import BatchedMeanField
+from edward_lite.sbc.simulated import SimulationTarget
 
 SIMS = 100
 MCMC = dict(simulations=SIMS, chains=2, warmup=200, draws=100, max_rank=49)
@@ -58,7 +58,7 @@ VI_MODELS = [(normal_normal, 10), (regression, X_ORTHOGONAL)]
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_kernels_are_calibrated(kernel, model, arg):
   # A random walk mixes slowly, and ChEES's trajectory length and metric are
-  # shared by every data set's chains (analysis/sbc_run.py): longer runs,
+  # shared by every data set's chains (sbc/run.py): longer runs,
   # thinned to the same 49 draws, so no ESS warning is due.
   settings = dict(MCMC, **{"rwmh": dict(warmup=500, draws=1000),
                            "chees": dict(draws=300)}.get(kernel, {}))
@@ -192,7 +192,7 @@ def test_sbc_counts_unconverged_vi_fits_and_warns_once():
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_sbc_vi_fits_converge_at_the_defaults_and_reach_their_optimum(monkeypatch):
-  from edward_lite.analysis import sbc_run  # pylint: disable=import-outside-toplevel
+  from edward_lite.sbc import run as sbc_run  # pylint: disable=import-outside-toplevel
   fits, fit_batched = [], batched.fit_batched
 
   def recording(target, family, *args, **kwargs):
@@ -359,7 +359,7 @@ class DroppedJacobian(SimulationTarget):
 
 
 def test_dropped_jacobian_fails(monkeypatch):
-  from edward_lite.analysis import sbc_run  # pylint: disable=import-outside-toplevel
+  from edward_lite.sbc import run as sbc_run  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(sbc_run, "SimulationTarget", DroppedJacobian)
   result = ed.sbc(normal_scale, 3, observed=["y"], kernel="nuts", seed=1,
                   **dict(MCMC, simulations=200))

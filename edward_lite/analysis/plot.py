@@ -1,5 +1,5 @@
 """Plots of inference results: ``ed.plot.trace``, ``pair``, ``elbo``, ``khat``, ``sbc``
-(the last in ``plot_sbc``).
+(the last drawn by the result itself, in ``sbc/plot.py``).
 
 Trace, rank, pair and LOO k-hat plots are ArviZ's (0.2x or 1.x, through
 ``arviz_compat``), drawn from ``result.to_arviz()`` with titles and axis
@@ -18,7 +18,6 @@ import numpy as np
 from edward_lite.analysis import arviz_compat
 from edward_lite.analysis import psis
 from edward_lite.analysis.figures import INSTALL, finish, pyplot
-from edward_lite.analysis.plot_sbc import sbc
 
 __all__ = ["trace", "pair", "elbo", "khat", "sbc"]
 
@@ -306,3 +305,26 @@ def _khat_vi(fit, path):
   verdict = ("reliable" if k < limit else "biased" if k < 1. else "unusable")
   return finish(fig, path, f"Importance sampling of the VI fit: Pareto k-hat {k:.2f} "
                             f"({verdict} importance-weighted estimates)")
+
+
+# -- SBC ---------------------------------------------------------------------------------
+
+
+def sbc(result, path=None, alpha=0.05, max_panels=24):
+  """ECDF differences of an ``SBCResult``'s ranks with simultaneous bands.
+
+  The figure is ``result.plot`` (drawn in ``sbc/plot.py``: ``sbc/`` runs
+  ``mcmc/`` and ``vi/``, so ``analysis/`` does not import it).
+
+  Args:
+    result: an ``ed.sbc`` result (``SBCResult``).
+    path: save the figure there as a PNG.
+    alpha: the bands' level (``1 - alpha`` simultaneous coverage).
+    max_panels: draw at most this many parameter elements.
+
+  Returns:
+    The matplotlib ``Figure``.
+  """
+  if not hasattr(result, "ranks") or not hasattr(result, "max_rank"):
+    raise TypeError(f"ed.plot.sbc takes the result of ed.sbc; got {type(result).__name__}.")
+  return result.plot(path=path, alpha=alpha, max_panels=max_panels)

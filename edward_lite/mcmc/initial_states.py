@@ -10,7 +10,7 @@ whole run; Stan rejects such starts too.)
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.checks import nonfinite
+from edward_lite.model import nonfinite
 from edward_lite.model.init_values import PartialInit, complete, latent_of_column, parse_init
 
 __all__ = ["initial_state"]

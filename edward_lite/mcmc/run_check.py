@@ -14,14 +14,14 @@ Either way the density is not finite (or its gradient is not) next to where
 the chains are.  The error names the latents to blame: each latent's
 coordinates of one chain's state are moved by ``DELTA`` (relative, at least
 absolute ``DELTA``) alone, and a latent whose move makes the density
-non-finite is named, with the term and the reason ``checks.nonfinite`` finds
+non-finite is named, with the term and the reason ``model.nonfinite`` finds
 at that point.
 """
 
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.checks import nonfinite
+from edward_lite.model import nonfinite
 from edward_lite.model.init_values import latent_of_column
 
 __all__ = ["check_run", "SamplingFailedError"]

@@ -11,7 +11,7 @@ every step would be skipped.
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.checks import nonfinite
+from edward_lite.model import nonfinite
 from edward_lite.runtime import console, seeds
 from edward_lite.vi.elbo import elbo_and_gradients
 

@@ -27,7 +27,7 @@ Two tests of uniformity, per parameter element:
 * **Chi-square** on ``B`` equal-width rank bins (expected counts from the
   exact discrete uniform), for comparison with the histogram.
 
-``analysis.sbc.SBCResult`` holds a run's ranks and tests; ``ed.plot.sbc``
+``sbc.result.SBCResult`` holds a run's ranks and tests; ``ed.plot.sbc``
 draws the ECDF differences with their bands.
 """
 

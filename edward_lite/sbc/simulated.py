@@ -15,7 +15,7 @@ evaluated as one ``tf.vectorized_map`` over the pairs ``(u_c, y_{s(c)})``
 ``per_chain_gradient.log_density`` does.  So the ``S`` posteriors are
 sampled (or fitted) by one compiled sampler over ``S K`` chains: the
 chains never interact through the density, only through whatever the
-sampler shares between chains (its adaptation; see ``analysis/sbc_run``).
+sampler shares between chains (its adaptation; see ``sbc/run``).
 
 Shapes: every chain-batched call must hold exactly ``S K`` chains, in
 simulation-major order.  Calls that do not read the data by chain

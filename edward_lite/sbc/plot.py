@@ -2,7 +2,7 @@
 
 For each scalar parameter element, the ECDF of its ``S`` ranks at the
 points ``z_k = k / (L + 1)`` minus ``z_k`` (0 for perfectly uniform ranks),
-with the simultaneous ``1 - alpha`` band of ``analysis.sbc_ranks.ecdf_bands``
+with the simultaneous ``1 - alpha`` band of ``sbc.ranks.ecdf_bands``
 (Säilynoja, Bürkner & Vehtari 2022): a curve that leaves the band fails the
 uniformity test at level ``alpha``.  A curve above the band's middle early
 and below it late means the truths fall low in the posteriors (posteriors
@@ -13,7 +13,7 @@ early rise and a late dip, a hump (too wide) as the reverse.
 import numpy as np
 
 from edward_lite.analysis.figures import finish, pyplot
-from edward_lite.analysis.sbc_ranks import ecdf_bands, element_names
+from edward_lite.sbc.ranks import ecdf_bands, element_names
 
 __all__ = ["sbc"]
 

@@ -6,11 +6,11 @@
 2. **Infer, vectorized.**  One ``SimulationTarget`` holds the ``S`` data
    sets on a leading axis and reads data set ``c // K`` in chain ``c``, so
    the ``S`` posteriors run as ``S K`` chains of *one* compiled sampler
-   (``ed.mcmc.sample``) or ``S`` batched Gaussian fits (``vi.batched``),
+   (``ed.mcmc.sample``) or ``S`` batched Gaussian fits (``sbc.batched``),
    not a Python loop.
 3. **Rank.**  ``L = max_rank`` draws per data set (``K`` chains' draws
    thinned evenly over the iterations of each chain) give each scalar
-   element's rank of ``theta_s``; ``analysis.sbc`` tests their uniformity.
+   element's rank of ``theta_s``; ``sbc.ranks`` tests their uniformity.
 
 Adaptation, the honest default.  The ``S`` posteriors differ, so warmup
 must not pool them: MCMC runs with ``pooled=False`` (every chain adapts its
@@ -27,7 +27,7 @@ chain stuck at its start to another chain's state (``mcmc.restarts``),
 which may belong to another data set: a warmup start only.
 
 Variational families ``"meanfield"`` and ``"fullrank"`` fit all ``S`` at
-once (``vi.batched``); the flows fall back to ``ed.vi.fit`` per data set, a
+once (``sbc.batched``); the flows fall back to ``ed.vi.fit`` per data set, a
 Python loop that compiles one program per data set (slow; for a few
 hundred small simulations at most).
 """
@@ -39,16 +39,17 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.analysis import diagnostics
-from edward_lite.analysis.sbc import SBCResult
 from edward_lite.checks import arguments
 from edward_lite.language import dtypes
 from edward_lite.mcmc.kernels import get_kernel
 from edward_lite.model import simulation
 from edward_lite.model.data import ModelData, call_program, prepare_arguments
-from edward_lite.model.simulated import SimulationTarget
 from edward_lite.model.target import make_target
 from edward_lite.runtime import seeds
-from edward_lite.vi import batched, fit_check
+from edward_lite.sbc import batched
+from edward_lite.sbc.result import SBCResult
+from edward_lite.sbc.simulated import SimulationTarget
+from edward_lite.vi import fit_check
 from edward_lite.vi.families import get_family
 
 __all__ = ["sbc"]
@@ -70,7 +71,7 @@ def sbc(model, *args, observed=None, simulations=200, kernel=None, family=None, 
       ``"rwmh"``) or object; the default when ``family`` is None is NUTS.
     family: a VI family name (``"meanfield"``, ``"fullrank"``: batched;
       ``"realnvp"``, ``"maf"``, ``"iaf"`` or a family object: one
-      ``ed.vi.fit`` per data set) or a ``vi.batched`` family object.
+      ``ed.vi.fit`` per data set) or an ``sbc.batched`` family object.
     chains: ``K``, MCMC chains per data set.
     warmup, draws: MCMC warmup and kept iterations per chain.
     max_rank: ``L``, posterior draws per data set used for a rank (ranks in
@@ -160,7 +161,7 @@ def _observed_names(observed):
 
 
 def _family(family):
-  """A ``vi.batched`` family object, or a ``vi.families`` one for the loop."""
+  """An ``sbc.batched`` family object, or a ``vi.families`` one for the loop."""
   if isinstance(family, str) and family.lower() in batched.BATCHED_FAMILIES:
     return batched.BATCHED_FAMILIES[family.lower()]()
   if hasattr(family, "transform") and hasattr(family, "draw"):

@@ -1,8 +1,8 @@
 """The outcome of simulation-based calibration: ``SBCResult``.
 
-``ed.sbc`` (``sbc_run``) runs the simulations and the inference; the rank
-statistics and their uniformity tests are in ``sbc_ranks``; ``ed.plot.sbc``
-(``plot_sbc``) draws them.
+``ed.sbc`` (``sbc.run``) runs the simulations and the inference; the rank
+statistics and their uniformity tests are in ``sbc.ranks``; ``ed.plot.sbc``
+(``sbc.plot``) draws them.
 """
 
 import dataclasses
@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 import numpy as np
 
-from edward_lite.analysis.sbc_ranks import chi_square_test, ecdf_test, element_names, ranks
+from edward_lite.sbc.ranks import chi_square_test, ecdf_test, element_names, ranks
 
 __all__ = ["SBCResult"]
 
@@ -33,7 +33,7 @@ class SBCResult:
       data set's bulk ESS from its chains), VI's ``elbo [S]`` and
       ``vi_converged`` (bool ``[S]``: whether each data set's fit had
       converged; the batched families add ``vi_distance [S]``, each fit's
-      remaining Newton step, ``vi.batched``).
+      remaining Newton step, ``sbc.batched``).
   """
   ranks: Dict[str, np.ndarray]
   max_rank: int
@@ -97,8 +97,8 @@ class SBCResult:
 
   def plot(self, path=None, alpha=0.05, **kwargs):
     """``ed.plot.sbc(self)``: ECDF differences with simultaneous bands."""
-    from edward_lite.analysis import plot_sbc  # pylint: disable=import-outside-toplevel
-    return plot_sbc.sbc(self, path=path, alpha=alpha, **kwargs)
+    from edward_lite.sbc import plot  # pylint: disable=import-outside-toplevel
+    return plot.sbc(self, path=path, alpha=alpha, **kwargs)
 
   def __repr__(self):
     return (f"<ed.SBCResult simulations={self.simulations} max_rank={self.max_rank} "
