@@ -21,7 +21,7 @@ import tensorflow_probability as tfp
 from edward_lite.distribute.sharding import ShardedTarget
 from edward_lite.distribute.strategies import resolve
 from edward_lite.language import tracing
-from edward_lite.runtime import console, fingerprints, gc_pause, program_cache
+from edward_lite.runtime import console, fingerprints, program_cache
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.model.target import Target, make_target
 
@@ -54,17 +54,15 @@ class Program:
     if fingerprint.key is not None and key in cls._cache:
       cls._cache.move_to_end(key)
       return cls._cache[key]
-    with gc_pause.paused():  # the model's traces: bursts of Python objects
-      target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
-      density = target
-      if strategy is not None:
-        if parallel == "chains" and chains % strategy.num_replicas_in_sync:
-          raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
-                           f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
-        density = ShardedTarget(target, strategy, parallel, model=model,
-                                jit_compile=jit_compile)
-      program = cls(target, kernel, fingerprint, jit_compile=jit_compile, density=density,
-                    saved_key=key[:4] + key[5:] if strategy is None and fingerprint.key else None)
+    target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
+    density = target
+    if strategy is not None:
+      if parallel == "chains" and chains % strategy.num_replicas_in_sync:
+        raise ValueError(f"parallel='chains' needs chains to be a multiple of the "
+                         f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
+      density = ShardedTarget(target, strategy, parallel, model=model, jit_compile=jit_compile)
+    program = cls(target, kernel, fingerprint, jit_compile=jit_compile, density=density,
+                  saved_key=key[:4] + key[5:] if strategy is None and fingerprint.key else None)
     if fingerprint.key is not None:
       cls._cache[key] = program
       while len(cls._cache) > cls.MAX_CACHED:
@@ -131,9 +129,8 @@ class Program:
     key = (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
                         for t in tf.nest.flatten(args))
     if key not in self._concrete:
-      with gc_pause.paused():  # tracing or loading: bursts of Python objects
-        self._concrete[key] = self._concrete_function(fn, key, args)
-        return console.without_cache_note(self._concrete[key], *args)  # compiles or loads
+      self._concrete[key] = self._concrete_function(fn, key, args)
+      return console.without_cache_note(self._concrete[key], *args)  # compiles or loads
     return self._concrete[key](*args)
 
   def _concrete_function(self, fn, key, args):
