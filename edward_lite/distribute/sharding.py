@@ -70,6 +70,9 @@ class ShardedTarget:
     if parallel not in SHARDED_MODES:
       raise ValueError(f"parallel must be one of {list(SHARDED_MODES)}; got {parallel!r}.")
     self.base, self.strategy, self.parallel = target, strategy, parallel
+    # The static part of ``Density``: the full-data target's.
+    self.names, self.latents, self.dim = target.names, target.latents, target.dim
+    self.dtype, self.layout = target.dtype, target.layout
     self.replicas = r = strategy.num_replicas_in_sync
     self._likelihood_scale = None
     self._batch = None  # host-side rows split inside the replicas (minibatches)
@@ -94,27 +97,6 @@ class ShardedTarget:
           lambda ctx: shards[ctx.replica_id_in_sync_group])
     self._replica_fn = tf.function(self._replica_value_and_gradient, jit_compile=jit_compile,
                                    autograph=False)
-
-  # -- the static part of ``Density``: the full-data target's -------------------
-  @property
-  def names(self):
-    return self.base.names
-
-  @property
-  def latents(self):
-    return self.base.latents
-
-  @property
-  def dim(self):
-    return self.base.dim
-
-  @property
-  def dtype(self):
-    return self.base.dtype
-
-  @property
-  def layout(self):
-    return self.base.layout
 
   def __repr__(self):
     return (f"<ed.ShardedTarget {self.parallel}-parallel over {self.replicas} replicas of "
