@@ -98,10 +98,8 @@ def run_begin(state, second_half):
 
 def accumulate(acc, x):
   """Adds one draw per chain ``x [C, D]`` (Welford's update)."""
-  count = acc.count + 1.
-  delta = x - acc.mean
-  mean = acc.mean + delta / count
-  return Accumulator(count, mean, acc.m2 + delta * (x - mean), acc.partial + x)
+  moments = adaptation.welford_update(adaptation.WelfordState(acc.count, acc.mean, acc.m2), x)
+  return Accumulator(*moments, acc.partial + x)
 
 
 def run_end(state, acc, second_half, n):
