@@ -25,24 +25,18 @@ program's data (``Binomial(total_count=n)``) but not against bounds drawn
 from the prior (``Uniform(0., theta)`` with ``theta`` latent).
 """
 
-import linecache
 import os
 
 import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
 
+from edward_lite.checks.program_errors import program_site
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language.symbolic_values import ControlFlowError, control_flow_error
 from edward_lite.language.tracing import trace
 
 __all__ = ["check_python_control_flow", "ProgramGraph", "ancestors", "tensor_key"]
-
-# Frames in these directories (TensorFlow's, TFP's, edward_lite's) are not
-# the program's line.
-_LIBRARY_DIRS = tuple(os.path.dirname(f) + os.sep for f in (
-    tf.__file__, tfp.__file__, os.path.dirname(os.path.abspath(__file__))))
-
 
 class ProgramGraph:
   """What the graph trace of a program tells about its observed variables."""
@@ -157,18 +151,11 @@ def tensor_key(tensor):
 
 def _bool_site(tb):
   """The Tensor that was used as a bool and the program line that did it."""
-  where, condition = "", None
-  while tb is not None:
-    frame = tb.tb_frame
-    if frame.f_code.co_name == "_disallow_bool_casting":
-      condition = frame.f_locals.get("self")
-      break
-    filename = frame.f_code.co_filename
-    if not filename.startswith(_LIBRARY_DIRS) and os.path.basename(filename) != "contextlib.py":
-      line = linecache.getline(filename, tb.tb_lineno).strip()
-      where = f" at {os.path.basename(filename)}:{tb.tb_lineno}" + (f" ({line})" if line else "")
-    tb = tb.tb_next
-  return (condition if isinstance(condition, tf.Tensor) else None), where
+  cast = tb
+  while cast is not None and cast.tb_frame.f_code.co_name != "_disallow_bool_casting":
+    cast = cast.tb_next
+  condition = cast.tb_frame.f_locals.get("self") if cast is not None else None
+  return (condition if isinstance(condition, tf.Tensor) else None), program_site(tb, until=cast)
 
 
 def ancestors(tensor, latents):

@@ -13,8 +13,7 @@ import re
 
 import numpy as np
 import tensorflow as tf
-
-from edward_lite.checks.control_flow import _LIBRARY_DIRS
+import tensorflow_probability as tfp
 
 __all__ = ["is_dtype_conflict", "first_line", "program_site", "describe_arguments",
            "strings_hint", "outside_data_hint", "integer_arguments"]
@@ -131,14 +130,20 @@ def is_dtype_conflict(error):
           ("float tensor" in text and "double tensor" in text))
 
 
+# Frames in these directories (TensorFlow's, TFP's, edward_lite's) are not
+# the program's line.
+_LIBRARY_DIRS = tuple(os.path.dirname(f) + os.sep for f in (
+    tf.__file__, tfp.__file__, os.path.dirname(os.path.abspath(__file__))))
+
 _OP_PREFIX = re.compile(r"\{\{function_node [^}]*\}\}\s*")  # TensorFlow's op-location prefix
 
 
-def program_site(tb):
+def program_site(tb, until=None):
   """' at file.py:12 (code)': the last frame of the failing traceback in the
-  user's code (not TensorFlow's, TFP's or edward_lite's), or ''."""
+  user's code (not TensorFlow's, TFP's or edward_lite's), or ''; with
+  ``until`` (an entry of the traceback ``tb``), the last such frame before it."""
   where = ""
-  while tb is not None:
+  while tb is not None and tb is not until:
     filename = tb.tb_frame.f_code.co_filename
     if not filename.startswith(_LIBRARY_DIRS) and os.path.basename(filename) != "contextlib.py":
       line = linecache.getline(filename, tb.tb_lineno).strip()
