@@ -202,6 +202,19 @@ def test_unnamed_random_variable_raises():
     ed.make_log_joint_fn(model)()
 
 
+def test_an_unnamed_random_variable_is_one_error_everywhere():
+  from edward_lite.language.transformations import UnnamedRandomVariableError  # pylint: disable=import-outside-toplevel
+
+  def model():
+    return ed.Normal(0., 1.)
+
+  for run, needs in ((lambda: ed.make_log_joint_fn(model)(), "to be given a value"),
+                     (lambda: ed.make_target(model), "inference needs"),
+                     (lambda: ed.prior_predictive(model, draws=2), "simulation needs")):
+    with pytest.raises(UnnamedRandomVariableError, match=f"with Normal and no name=; .*{needs}"):
+      run()
+
+
 def test_duplicate_name_raises_naming_it():
   def model():
     ed.Normal(0., 1., name="twice")

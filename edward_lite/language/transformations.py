@@ -14,7 +14,7 @@ from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language.tracing import check_unique_name, trace, traceable
 
 __all__ = ["make_log_joint_fn", "make_value_setter", "condition", "do",
-           "MissingValueError", "UnnamedRandomVariableError"]
+           "MissingValueError", "UnnamedRandomVariableError", "require_name"]
 
 
 class MissingValueError(ValueError, LookupError):
@@ -27,6 +27,20 @@ class UnnamedRandomVariableError(ValueError, KeyError):
   in Edward2)."""
 
   __str__ = ValueError.__str__  # KeyError would quote the message
+
+
+def require_name(fn, kwargs, needs="inference needs a unique name on every random variable",
+                 caller=None):
+  """The ``name=`` of a random-variable constructor call ``fn(**kwargs)`` that a
+  tracer sees; without one, ``UnnamedRandomVariableError`` saying what ``needs``
+  it (after ``caller:``, if given)."""
+  name = kwargs.get("name")
+  if name is None:
+    start = f"{caller}: the program" if caller else "The program"
+    raise UnnamedRandomVariableError(
+        f"{start} creates a random variable with {getattr(fn, '__name__', fn)} and no name=; "
+        f"{needs}.")
+  return name
 
 
 def make_value_setter(**values):
@@ -174,12 +188,8 @@ def make_log_joint_fn(program):
     parts, missing = {}, []
 
     def tracer(fn, *rv_args, **rv_kwargs):
-      name = rv_kwargs.get("name")
-      if name is None:
-        raise UnnamedRandomVariableError(
-            f"make_log_joint_fn: the program creates a random variable with "
-            f"{getattr(fn, '__name__', fn)} and no name=; every random "
-            "variable needs a unique name to be given a value.")
+      name = require_name(fn, rv_kwargs, "every random variable needs a unique name to be "
+                          "given a value", caller="make_log_joint_fn")
       check_unique_name(name, parts)
       built = {}
 

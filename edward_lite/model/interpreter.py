@@ -28,9 +28,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from edward_lite.language.bijectors import support_bijector
-from edward_lite.model.structure import require_name
 from edward_lite.language.random_variable import DeferredValue
 from edward_lite.language.tracing import trace
+from edward_lite.language.transformations import require_name
 
 __all__ = ["Mode", "RunResult", "run", "pointwise", "log_prob_term"]
 

@@ -16,6 +16,7 @@ import tensorflow as tf
 from edward_lite.runtime import seeds
 from edward_lite.language.random_variable import DeferredValue
 from edward_lite.language.tracing import trace
+from edward_lite.language.transformations import require_name
 
 __all__ = ["simulate", "map_draws", "seed_tensor"]
 
@@ -46,11 +47,7 @@ def simulate(call_program, values, seed):
   out = {}
 
   def tracer(fn, *args, **kwargs):
-    name = kwargs.get("name")
-    if name is None:
-      raise ValueError(f"The program creates a random variable with "
-                       f"{getattr(fn, '__name__', fn)} and no name=; simulation needs a "
-                       "unique name on every random variable.")
+    name = require_name(fn, kwargs, "simulation needs a unique name on every random variable")
     fixed = kwargs.get("value") is not None
     if name in values:
       kwargs["value"] = values[name]

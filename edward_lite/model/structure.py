@@ -37,8 +37,9 @@ from edward_lite.checks.program_errors import (describe_arguments, first_line, i
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.checks.support import check_observed_support
 from edward_lite.language.tracing import check_unique_name, trace
+from edward_lite.language.transformations import require_name
 
-__all__ = ["LatentInfo", "Structure", "trace_model", "require_name", "DtypeConflictError",
+__all__ = ["LatentInfo", "Structure", "trace_model", "DtypeConflictError",
            "is_dtype_conflict", "DETERMINISTIC"]
 
 tfd = tfp.distributions
@@ -165,17 +166,6 @@ def _finite_support(rv):
   if rv.dtype.is_floating and support_bijector(rv.distribution) is not None:
     return None
   return enumeration_plan.support_values(rv.distribution)
-
-
-def require_name(fn, kwargs):
-  """The ``name=`` of a random-variable constructor call; raises without one."""
-  name = kwargs.get("name")
-  if name is None:
-    raise ValueError(
-        f"The program creates a random variable with "
-        f"{getattr(fn, '__name__', fn)} and no name=; inference needs a "
-        "unique name on every random variable.")
-  return name
 
 
 def _trace(program, data, float_dtype):
