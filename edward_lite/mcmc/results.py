@@ -376,22 +376,6 @@ def named_statistics(stats):
                      renamed={"n_grads": "num_gradients"})
 
 
-def fold_totals(totals, chunk, in_warmup):
-  """Adds one chunk's per-chain totals (dict name -> ``[chains]``) to the
-  run's, by phase: ``{"warmup": {...}, "sampling": {...}}`` (None: start).
-  Memory stays constant in the number of chunks."""
-  if totals is None:
-    totals = {phase: {k: np.zeros_like(v) for k, v in chunk.items()}
-              for phase in ("warmup", "sampling")}
-  phase = totals["warmup" if in_warmup else "sampling"]
-  # A chain whose log density overflowed has an inf (or, summed with an inf
-  # of the other sign, NaN) total: kept as such, without NumPy's warning.
-  with np.errstate(invalid="ignore", over="ignore"):
-    for key, value in chunk.items():
-      phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
-  return totals
-
-
 def _with_deterministic(target, draws, seed=0):
   """Latent draws ``[draws, chains, *shape]`` and the ``ed.Deterministic``
   values computed from them (and the summed-out discrete latents, drawn

@@ -49,7 +49,7 @@ from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import get_kernel
 from edward_lite.mcmc.compiled import Program
-from edward_lite.mcmc.results import MCMCResult, fold_totals
+from edward_lite.mcmc.results import MCMCResult
 
 __all__ = ["sample"]
 
@@ -226,7 +226,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     for i, in_warmup in enumerate(chunks["_warmup"]):
       chunk_totals = {k[1:]: v[i] for k, v in chunks.items()
                       if k.startswith("_") and k not in ("_warmup", "_start")}
-      totals = fold_totals(totals, chunk_totals, bool(in_warmup))
+      totals = _fold_totals(totals, chunk_totals, bool(in_warmup))
       if chunks["_start"][i] >= window_start:  # the current window's chunks so far
         window = {k: window[k] + v for k, v in chunk_totals.items()} if window else chunk_totals
   else:
@@ -272,7 +272,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     for key, value in out["kept"].items() if n_kept else ():
       kept.setdefault(key, []).append(value)
     # Per-chain totals are folded chunk by chunk: constant memory without draws.
-    totals = fold_totals(totals, out["totals"], in_warmup)
+    totals = _fold_totals(totals, out["totals"], in_warmup)
     window = out["totals"] if step == phase.start else {
         k: window[k] + v for k, v in out["totals"].items()}
     end = step + n
@@ -404,6 +404,22 @@ def _chains_agree(window, n):
     var = np.maximum(window["log_prob_sq"] / n - mean**2, 0.) * n / max(n - 1, 1)
   rhat = float(psrf_from_moments(mean[None], var[None], n).numpy()[0])
   return np.isfinite(rhat) and rhat < AGREE_RHAT
+
+
+def _fold_totals(totals, chunk, in_warmup):
+  """Adds one chunk's per-chain totals (dict name -> ``[chains]``) to the
+  run's, by phase: ``{"warmup": {...}, "sampling": {...}}`` (None: start).
+  Memory stays constant in the number of chunks."""
+  if totals is None:
+    totals = {phase: {k: np.zeros_like(v) for k, v in chunk.items()}
+              for phase in ("warmup", "sampling")}
+  phase = totals["warmup" if in_warmup else "sampling"]
+  # A chain whose log density overflowed has an inf (or, summed with an inf
+  # of the other sign, NaN) total: kept as such, without NumPy's warning.
+  with np.errstate(invalid="ignore", over="ignore"):
+    for key, value in chunk.items():
+      phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
+  return totals
 
 
 def _postfix(out, totals, in_warmup, step_size, n):
