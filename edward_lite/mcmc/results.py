@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.analysis import diagnostics
+from edward_lite.analysis.chains import stretches_far_below
 from edward_lite.analysis.predictive import posterior_predictive as simulate_predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 from edward_lite.mcmc import base, metric, streaming
@@ -202,7 +203,11 @@ class MCMCResult:
     parameter barely moves in it (variance below 1/100 of the median
     chain's) while its mean lies more than 5 median within-chain sds from
     the median of the chains' means.  It is *apart* when its mean lies that
-    far out with a healthy variance (another mode, or not yet mixed).
+    far out with a healthy variance (another mode, or not yet mixed), or
+    when a stretch of its draws has a mean log density far below the other
+    chains' (``analysis.chains.stretches_far_below``: a chain that began sampling in a
+    minor mode and left it later moves the run's moments without moving its
+    R-hat).
 
     The medians are taken once per parameter, so the cost is linear in the
     number of chains (a million chains take about a second).
@@ -230,6 +235,8 @@ class MCMCResult:
           label = name + (f"[{j}]" if m.shape[1] > 1 else "")
           far[c] = (f"{label} mean {m[c, j]:.3g} against {center[j]:.3g} in the other chains",
                     bool(v[c, j] < frozen_below[j]))
+      for c, words in stretches_far_below(self.sample_stats.get("log_prob")).items():
+        far.setdefault(c, (words, False))
     out = []
     for c in sorted(set(np.flatnonzero(low_accept | divergent).tolist()) | set(far)):
       reasons = []
@@ -387,3 +394,4 @@ def _with_deterministic(target, draws, seed=0):
   values = target.deterministic(flat, seeds.stream(
       tf.constant(seeds.seed_pair(seed), tf.int32), "enumerated_draws"))
   return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}
+
