@@ -300,6 +300,19 @@ def test_symbolic_values_are_not_checked():
   f(tf.constant([2, 3]))  # no error: the value is symbolic inside
 
 
+def test_what_a_check_cannot_read_is_skipped_not_raised():
+  from edward_lite.checks.continuous_support import support_text  # pylint: disable=import-outside-toplevel
+  from edward_lite.model.data import check_finite  # pylint: disable=import-outside-toplevel
+
+  check_finite("Argument 'x'", [[1., float("nan")], [2.]])  # ragged: NumPy cannot read it
+
+  @tf.function
+  def words(low):  # symbolic bounds have no number to name
+    return support_text(tfp.bijectors.Sigmoid(low=low, high=low + 1.))
+
+  assert words(tf.constant(0.)) == "values between its low and high"
+
+
 def test_random_parameters_skip_parameter_bounds():
   dist = tfd.Uniform(0., 1.)
   with pytest.raises(ValueError):

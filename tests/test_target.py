@@ -804,3 +804,18 @@ def test_one_run_modes_against_hand_computation():
                                              rel=1e-5)
   assert terms["s (Jacobian)"].numpy() == pytest.approx(.5 * u, rel=1e-5)
   assert isinstance(target, ed.model.Density)
+
+
+def test_a_program_autograph_cannot_convert_runs_as_written():
+  def model():  # for/else: AutoGraph's UnsupportedLanguageElementError, not a ConversionError
+    for _ in range(1):
+      z = ed.Normal(0., 1., name="z")
+    else:  # pylint: disable=useless-else-on-loop
+      pass
+    return ed.Normal(z, 1., name="y")
+
+  from scipy import stats  # pylint: disable=import-outside-toplevel
+  target = ed.make_target(model, observed={"y": 0.5})
+  log_prob = tf.function(target.log_prob_flat)(tf.zeros([2, 1]))  # traced: converted, or not
+  expected = stats.norm.logpdf(0.) + stats.norm.logpdf(0.5)
+  np.testing.assert_allclose(log_prob, [expected, expected], rtol=1e-5)

@@ -17,9 +17,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["bijector_failure", "support_text"]
+__all__ = ["bijector_failure", "support_text", "UNEVALUATED"]
 
 tfb = tfp.bijectors
+
+# What TFP and NumPy raise when a distribution or bijector cannot be evaluated
+# at a value (its shape or dtype, a method it lacks, a symbolic Tensor, an op
+# that fails): the check is skipped, and the target's own evaluation reports
+# whatever is wrong.
+UNEVALUATED = (TypeError, ValueError, NotImplementedError, tf.errors.OpError)
 
 
 def _tolerance(dtype):
@@ -45,7 +51,7 @@ def bijector_failure(dist, bijector, value, array):
     if event_ndims != 2:
       return None
     return "symmetric positive-definite matrices", _not_positive_definite(array), 2
-  except Exception:  # pylint: disable=broad-except
+  except UNEVALUATED:  # the bijector cannot round-trip this value (shape, dtype): not checkable
     return None
   if back.shape != array.shape:
     return None
@@ -62,7 +68,7 @@ def bijector_failure(dist, bijector, value, array):
   if boundary.any():  # on the boundary: fine iff the density is finite there
     try:
       log_prob = np.asarray(dist.log_prob(x))
-    except Exception:  # pylint: disable=broad-except
+    except UNEVALUATED:  # no log_prob here: the boundary values are not judged
       log_prob = None
     if log_prob is not None:
       extra = exterior.ndim - log_prob.ndim
@@ -87,7 +93,7 @@ def _not_positive_definite(array):
 def _scalar_text(param):
   try:
     array = np.asarray(param)
-  except Exception:  # pylint: disable=broad-except
+  except (TypeError, ValueError, NotImplementedError):  # symbolic (in a trace), or not numeric
     return None
   return f"{array.reshape(()).item():g}" if array.size == 1 else None
 

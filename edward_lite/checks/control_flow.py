@@ -130,7 +130,8 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
         "are graph Tensors; use the Tensor as it is (x[:-1], not tf.constant(x[:-1])), or write "
         "tf.convert_to_tensor(x) for a value that may or may not be a Tensor.") from e
   except Exception:  # pylint: disable=broad-except
-    return ProgramGraph()  # not ours to judge here: the real runs report it
+    # Broad: the user's program may raise anything in this graph trace; the real runs report it.
+    return ProgramGraph()
   return ProgramGraph(graph, latents, observed_dists)
 
 

@@ -113,7 +113,7 @@ def _given(dist, attribute, random, aligned):
   try:
     param = getattr(dist, attribute)
     return None if param is None else np.asarray(param)
-  except Exception:  # pylint: disable=broad-except
+  except (AttributeError, TypeError, ValueError, NotImplementedError):  # absent, or symbolic
     return None
 
 

@@ -59,7 +59,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 # ``support_text`` stays importable from here (``__all__``).
-from edward_lite.checks.continuous_support import bijector_failure, support_text
+from edward_lite.checks.continuous_support import UNEVALUATED, bijector_failure, support_text
 from edward_lite.checks.discrete_support import DISCRETE, discrete_failure
 from edward_lite.language.bijectors import support_bijector
 
@@ -92,7 +92,7 @@ def check_observed_support(name, distribution, value, random=None):
   kind = type(distribution).__name__
   try:
     array = np.asarray(value)
-  except Exception:  # pylint: disable=broad-except
+  except (TypeError, ValueError):  # not an array NumPy can read (ragged): not checkable here
     return
   if array.size == 0:
     return
@@ -160,7 +160,7 @@ def _log_prob_fallback(name, kind, dist, value, array, random):
     return
   try:
     log_prob = np.asarray(dist.log_prob(value))
-  except Exception:  # pylint: disable=broad-except
+  except UNEVALUATED:  # a log_prob TFP cannot compute here: the target's reports it
     return
   with np.errstate(invalid="ignore"):
     bad = np.isnan(log_prob) | (log_prob == -np.inf)

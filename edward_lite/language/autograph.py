@@ -29,6 +29,8 @@ def graph_program(program):
     try:
       converted = tf.autograph.to_graph(program, recursive=False)
     except Exception:  # pylint: disable=broad-except
+      # Broad: AutoGraph fails on valid Python not only with ConversionError (for/else
+      # raises NotImplementedError); the program then runs as written.
       converted = program
     hit = _CONVERTED[id(program)] = (program, converted)
   return hit[1]

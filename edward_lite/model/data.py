@@ -104,7 +104,7 @@ def check_finite(what, value):
     elif hasattr(value, "to_numpy") and getattr(value.dtype, "kind", "") in "fiuc":
       value = value.to_numpy(dtype=np.float64, na_value=np.nan)  # a (nullable) Series
     array = np.asarray(value)
-  except Exception:  # pylint: disable=broad-except
+  except (TypeError, ValueError):  # ragged sequences, values NumPy cannot read: not checkable
     return
   if array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
     bad = int(np.size(array) - np.count_nonzero(np.isfinite(array)))
