@@ -21,17 +21,8 @@ MAX_PANELS = 24  # parameter elements drawn at most (the first ones)
 
 
 def sbc(result, path=None, alpha=0.05, max_panels=MAX_PANELS):
-  """ECDF differences of an ``SBCResult``'s ranks with simultaneous bands.
-
-  Args:
-    result: an ``ed.sbc`` result (``SBCResult``).
-    path: save the figure there as a PNG.
-    alpha: the bands' level (``1 - alpha`` simultaneous coverage).
-    max_panels: draw at most this many parameter elements.
-
-  Returns:
-    The matplotlib ``Figure``.
-  """
+  """The figure of ``ed.plot.sbc`` (``analysis/plot.py``, which documents the
+  arguments), drawn by ``SBCResult.plot``."""
   if not hasattr(result, "ranks") or not hasattr(result, "max_rank"):
     raise TypeError(f"ed.plot.sbc takes the result of ed.sbc; got {type(result).__name__}.")
   plt = pyplot()
