@@ -11,7 +11,11 @@ window's end, a chain that accepted almost nothing in the window
 not finite, continues from the state (and per-chain step size) of a healthy
 chain picked at random.  Warmup draws are discarded, so this changes only
 where the chain starts its sampling, which must be in the typical set
-anyway.  A chain in a minor mode moves there normally and is left alone.
+anyway.  A chain in a minor mode moves there normally and is left alone,
+unless, from ``schedule.MIN_WARMUP`` on, the mode is one of negligible mass
+(``far_below``): its log density so far below the other chains' that no
+mode of comparable mass could be there; it continues from a healthy chain's
+state too.
 
 The window's moments of a moved chain are replaced by its donor's before
 the metric is estimated, so its draws and gradients from where it was stuck
@@ -21,23 +25,47 @@ do not enter the shared metric.
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.analysis.chains import FAR_BELOW
 from edward_lite.mcmc.metric import to_z
 
-__all__ = ["stuck_chains", "move_chains", "STUCK_ACCEPT"]
+__all__ = ["stuck_chains", "far_below", "move_chains", "STUCK_ACCEPT"]
 
 STUCK_ACCEPT = 0.05  # a chain accepting less than this in a window may be stuck
 
 
-def stuck_chains(window, n):
+def stuck_chains(window, n, dim=None):
   """Chains stuck in a window of ``n`` iterations, from its per-chain sums
-  (``accept_prob``, ``log_prob``): ``[C]`` bool."""
+  (``accept_prob``, ``log_prob``, ``log_prob_sq``): ``[C]`` bool.  With
+  ``dim`` (the windows from ``schedule.MIN_WARMUP`` on), chains in a
+  negligible mode count too (``far_below``)."""
   accept = window["accept_prob"] / n
   lp = window["log_prob"] / n
   healthy = np.isfinite(lp) & (accept >= STUCK_ACCEPT)
   if not healthy.any():
     return np.zeros_like(healthy)
   low = ~np.isfinite(lp) | (lp < lp[healthy].min())
-  return (accept < STUCK_ACCEPT) & low
+  stuck = (accept < STUCK_ACCEPT) & low
+  if dim is not None:
+    stuck |= far_below(window, n, dim)
+  return stuck
+
+
+def far_below(window, n, dim):
+  """Chains of a window whose mean log density lies far below the median
+  chain's: by more than ``FAR_BELOW`` median within-chain sds and more than
+  ``dim * log(10)``, the gap between two modes of equal mass one of which is
+  ten times wider along every axis.  Such a chain sits in a mode of
+  negligible mass or is still arriving (Lotka-Volterra on the lynx and hare
+  data: a mode 45 nats below the bulk, sd 2, at dimension 8, where a chain
+  stayed through a whole warmup and into sampling).  ``[C]`` bool; needs 3
+  or more chains."""
+  lp = window["log_prob"] / n
+  if lp.shape[0] < 3 or not np.all(np.isfinite(lp)):
+    return np.zeros(lp.shape, bool)
+  with np.errstate(invalid="ignore"):
+    sd = np.sqrt(np.maximum(window["log_prob_sq"] / n - lp ** 2, 0.))
+  gap = max(FAR_BELOW * float(np.median(sd)), dim * np.log(10.))
+  return lp < np.median(lp) - gap
 
 
 def move_chains(state, stuck, seed, step):
