@@ -219,3 +219,23 @@ def test_no_stretch_is_far_below_in_stationary_chains_with_a_skewed_log_density(
   lp = -0.5 * rng.chisquare(8, (1000, 10))
   lp[100:140, 7] -= 25.
   assert list(stretches_far_below(lp)) == [7]
+
+
+def test_a_chain_in_a_mode_of_negligible_mass_is_told_apart_from_a_wider_one():
+  """``restarts.far_below`` on window sums of 8 chains at dimension 8 (the
+  Lotka-Volterra case: log density sd 2): a chain 45 below the median is in
+  a negligible mode; one 15 below is not (a mode of equal mass ten times
+  wider along every axis sits 8 log 10 = 18.4 below); a non-finite chain is
+  left to the stuck-chain rule, and two chains cannot say which is off."""
+  from edward_lite.mcmc import restarts  # pylint: disable=import-outside-toplevel
+  n = 50
+  mean = np.full(8, -130.)
+  mean[5], mean[2] = -175., -145.
+  window = {"log_prob": mean * n, "log_prob_sq": (mean ** 2 + 4.) * n,
+            "accept_prob": np.full(8, 0.8 * n)}
+  assert np.flatnonzero(restarts.far_below(window, n, dim=8)).tolist() == [5]
+  assert np.flatnonzero(restarts.stuck_chains(window, n, dim=8)).tolist() == [5]
+  assert not restarts.stuck_chains(window, n).any()  # early windows: only stuck chains
+  assert not restarts.far_below({k: v[:2] for k, v in window.items()}, n, dim=8).any()
+  window["log_prob"][0] = -np.inf
+  assert not restarts.far_below(window, n, dim=8).any()
