@@ -147,4 +147,3 @@ def stretches_far_below(log_prob):
     out[int(c)] = (f"draws {first}-{last} at a mean log density {below[hits, c].max():.3g} "
                    f"below the chains' median (typical sd {spread:.2g})")
   return out
-
