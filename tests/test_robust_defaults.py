@@ -222,20 +222,25 @@ def test_no_stretch_is_far_below_in_stationary_chains_with_a_skewed_log_density(
 
 
 def test_a_chain_in_a_mode_of_negligible_mass_is_told_apart_from_a_wider_one():
-  """``restarts.far_below`` on window sums of 8 chains at dimension 8 (the
-  Lotka-Volterra case: log density sd 2): a chain 45 below the median is in
-  a negligible mode; one 15 below is not (a mode of equal mass ten times
-  wider along every axis sits 8 log 10 = 18.4 below); a non-finite chain is
-  left to the stuck-chain rule, and two chains cannot say which is off."""
-  from edward_lite.mcmc import restarts  # pylint: disable=import-outside-toplevel
+  """``restarts.far_below`` on a window of 8 chains at dimension 8 (the
+  Lotka-Volterra case: log density sd 2): a chain 45 below the median with
+  the others' spread is in a negligible mode; one 28 below whose draws spread
+  ten times wider along every axis (a funnel's mouth: 18.4 more log volume)
+  is not; early windows (no moments given) judge stuck chains only; a
+  non-finite chain is left to the stuck rule; two chains cannot say which is
+  off."""
+  from edward_lite.mcmc import adaptation, restarts  # pylint: disable=import-outside-toplevel
   n = 50
   mean = np.full(8, -130.)
-  mean[5], mean[2] = -175., -145.
+  mean[5], mean[2] = -175., -158.
   window = {"log_prob": mean * n, "log_prob_sq": (mean ** 2 + 4.) * n,
             "accept_prob": np.full(8, 0.8 * n)}
-  assert np.flatnonzero(restarts.far_below(window, n, dim=8)).tolist() == [5]
-  assert np.flatnonzero(restarts.stuck_chains(window, n, dim=8)).tolist() == [5]
-  assert not restarts.stuck_chains(window, n).any()  # early windows: only stuck chains
-  assert not restarts.far_below({k: v[:2] for k, v in window.items()}, n, dim=8).any()
+  var = np.full((8, 8), 0.01)
+  var[2] *= 100.
+  moments = adaptation.WelfordState(np.array(float(n)), np.zeros((8, 8)), var * (n - 1))
+  assert np.flatnonzero(restarts.stuck_chains(window, n, moments)).tolist() == [5]
+  assert not restarts.stuck_chains(window, n).any()
+  volumes = restarts.log_volumes(moments)
+  assert not restarts.far_below({k: v[:2] for k, v in window.items()}, n, volumes[:2], 8).any()
   window["log_prob"][0] = -np.inf
-  assert not restarts.far_below(window, n, dim=8).any()
+  assert not restarts.far_below(window, n, volumes, 8).any()

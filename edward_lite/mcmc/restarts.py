@@ -28,16 +28,17 @@ import tensorflow as tf
 from edward_lite.analysis.chains import FAR_BELOW
 from edward_lite.mcmc.metric import to_z
 
-__all__ = ["stuck_chains", "far_below", "move_chains", "STUCK_ACCEPT"]
+__all__ = ["stuck_chains", "far_below", "log_volumes", "move_chains", "STUCK_ACCEPT"]
 
 STUCK_ACCEPT = 0.05  # a chain accepting less than this in a window may be stuck
 
 
-def stuck_chains(window, n, dim=None):
+def stuck_chains(window, n, moments=None):
   """Chains stuck in a window of ``n`` iterations, from its per-chain sums
   (``accept_prob``, ``log_prob``, ``log_prob_sq``): ``[C]`` bool.  With
-  ``dim`` (the windows from ``schedule.MIN_WARMUP`` on), chains in a
-  negligible mode count too (``far_below``)."""
+  ``moments`` (the window's per-chain Welford moments of the draws, given
+  from ``schedule.MIN_WARMUP`` on), chains in a mode of negligible mass count
+  too (``far_below``)."""
   accept = window["accept_prob"] / n
   lp = window["log_prob"] / n
   healthy = np.isfinite(lp) & (accept >= STUCK_ACCEPT)
@@ -45,27 +46,42 @@ def stuck_chains(window, n, dim=None):
     return np.zeros_like(healthy)
   low = ~np.isfinite(lp) | (lp < lp[healthy].min())
   stuck = (accept < STUCK_ACCEPT) & low
-  if dim is not None:
-    stuck |= far_below(window, n, dim)
+  if moments is not None:
+    stuck |= far_below(window, n, log_volumes(moments), np.shape(moments.mean)[-1])
   return stuck
 
 
-def far_below(window, n, dim):
-  """Chains of a window whose mean log density lies far below the median
-  chain's: by more than ``FAR_BELOW`` median within-chain sds and more than
-  ``dim * log(10)``, the gap between two modes of equal mass one of which is
-  ten times wider along every axis.  Such a chain sits in a mode of
-  negligible mass or is still arriving (Lotka-Volterra on the lynx and hare
-  data: a mode 45 nats below the bulk, sd 2, at dimension 8, where a chain
-  stayed through a whole warmup and into sampling).  ``[C]`` bool; needs 3
-  or more chains."""
+def log_volumes(moments):
+  """``[C]``: half the sum of the log variances of each chain's draws in the
+  window (``moments``: a ``WelfordState`` with ``m2`` ``[C, D]`` or ``[C, D,
+  D]``), the log of the volume a chain's draws spread over, up to a
+  constant."""
+  m2 = np.asarray(moments.m2)
+  if m2.ndim == 3:
+    m2 = np.diagonal(m2, axis1=1, axis2=2)
+  var = m2 / max(float(np.asarray(moments.count)) - 1., 1.)
+  return 0.5 * np.sum(np.log(np.maximum(var, 1e-300)), axis=1)
+
+
+def far_below(window, n, log_volume, dim):
+  """Chains of a window in a mode of negligible mass: their mass, as the
+  mean log density plus the log volume their draws spread over
+  (``log_volumes``), lies below the median chain's by more than
+  ``FAR_BELOW`` median within-chain sds of the log density and more than
+  ``dim * log(10)``, the volume term's allowance for a chain that has not yet
+  spread over its mode.  A wider region (a funnel's mouth) has a lower log
+  density but a larger volume and is left alone; a chain in Lotka-Volterra's
+  minor mode on the lynx and hare data (45 nats below the bulk, log-density
+  sd 2, dimension 8, where a chain stayed through a whole warmup and into
+  sampling) is not.  ``[C]`` bool; needs 3 or more chains."""
   lp = window["log_prob"] / n
   if lp.shape[0] < 3 or not np.all(np.isfinite(lp)):
     return np.zeros(lp.shape, bool)
   with np.errstate(invalid="ignore"):
     sd = np.sqrt(np.maximum(window["log_prob_sq"] / n - lp ** 2, 0.))
+  mass = lp + log_volume
   gap = max(FAR_BELOW * float(np.median(sd)), dim * np.log(10.))
-  return lp < np.median(lp) - gap
+  return mass < np.median(mass) - gap
 
 
 def move_chains(state, stuck, seed, step):

@@ -279,7 +279,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     new_total = None
     if phase.end_window and end == phase.end:
       stuck = restarts.stuck_chains(window, end - phase.start,
-                                    program.target.dim if phase.late else None)
+                                    state.moments.draws if phase.late else None)
       if stuck.any():
         state = restarts.move_chains(state, stuck, seeds.seed_pair(seed), end)
       state, window_end = metric_update.end_window(
