@@ -199,12 +199,14 @@ def remembered(name, compute):
   except (OSError, ValueError):
     pass  # not written yet, or damaged: found again and rewritten
   value = compute()
+  scratch = None
   try:
     os.makedirs(folder, exist_ok=True)
     handle, scratch = tempfile.mkstemp(prefix=".fact-", dir=folder)
     with os.fdopen(handle, "w", encoding="utf-8") as f:
       json.dump(value, f)
     os.replace(scratch, path)
-  except OSError:
-    pass  # a read-only or full disk: found again next time
+  except OSError:  # a read-only or full disk: found again next time
+    if scratch is not None and os.path.exists(scratch):
+      os.remove(scratch)
   return value
