@@ -296,3 +296,31 @@ def test_a_minibatch_sums_out_its_own_assignments():
   batch = summed.with_data(args=(x[:10],), observed={"y": y[:10]})
   u = tf.random.stateless_normal([4, summed.dim], [7, 8])
   np.testing.assert_allclose(batch.log_prob_flat(u), marginal.log_prob_flat(u), rtol=1e-5)
+
+
+def _mixture_grid_means(y):
+  """E[w], E[sigma] under `mixture_marginal` by quadrature on a 2-D grid."""
+  w = np.linspace(0.0005, 0.9995, 1000)[:, None, None]
+  sigma = np.linspace(0.002, 4., 2000)[None, :, None]
+  like = np.logaddexp(np.log1p(-w) - 0.5 * ((y - MU[0]) / sigma) ** 2,
+                      np.log(w) - 0.5 * ((y - MU[1]) / sigma) ** 2) - np.log(sigma)
+  log_p = (like.sum(-1) + np.log(w[..., 0] * (1 - w[..., 0]))
+           - 0.125 * sigma[..., 0] ** 2)
+  p = np.exp(log_p - log_p.max())
+  p /= p.sum()
+  return float((p * w[..., 0]).sum()), float((p * sigma[..., 0]).sum())
+
+
+@pytest.mark.parametrize("kernel,chains,draws", [("hmc", 4, 1000), ("chees", 32, 300),
+                                                 ("rwmh", 64, 1000)])
+def test_every_kernel_samples_a_model_with_summed_out_assignments(kernel, chains, draws):
+  y = _mixture_data()
+  exact = _mixture_grid_means(y)
+  post = ed.mcmc.sample(mixture, len(y), observed={"y": y}, kernel=kernel, chains=chains,
+                        warmup=500, draws=draws, seed=0, progress=False)
+  assert post.draws["z"].shape == (draws, chains, len(y))
+  summary = post.summary(var_names=["w", "sigma"])
+  for name, value in zip(("w", "sigma"), exact):
+    row = summary.loc[name]
+    assert row["r_hat"] < 1.02, (kernel, name, row["r_hat"])
+    assert abs(row["mean"] - value) < 4 * row["mcse_mean"], (kernel, name, row["mean"], value)

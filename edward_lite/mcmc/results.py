@@ -84,7 +84,9 @@ class MCMCResult:
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
             keep_draws, timings, seed=0):
     cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
-    stats = {k: cat(k) for k in base.STATISTICS}
+    # A kernel without momentum has no Hamiltonian: its "energy" (-log p)
+    # would make E-BFMI, and ArviZ's energy plot, say something false.
+    stats = {k: cat(k) for k in base.STATISTICS if k != "energy" or kernel.has_gradients}
     flat = cat("draws") if keep_draws else None
     stream = streaming.stream_summary(state.stream)
     result = cls(
@@ -135,7 +137,9 @@ class MCMCResult:
     Args:
       var_names, filter_vars: the variables shown, as ArviZ's: a name or a
         list (``"~name"`` excludes), matched exactly, ``"like"`` (substring)
-        or by ``"regex"``.  The warnings always cover every variable.
+        or by ``"regex"``.  The warnings always cover every variable (but
+        the summed-out discrete latents, drawn from their conditional
+        posterior at each draw).
       hdi_prob: adds ``hdi_low`` / ``hdi_high`` columns, the highest-density
         interval of this probability (needs kept draws).
       round_to: decimals of every value.
@@ -157,8 +161,12 @@ class MCMCResult:
 
   def _table(self, var_names, filter_vars, hdi_prob, round_to):
     """The ``Summary`` of ``summary()``."""
-    rows, shown = [], []
+    shown, checked, keys = [], [], []
     names = self.target.names + (self.target.deterministic_names if self.draws else ())
+    # Summed-out discrete latents are drawn afresh at each draw from their
+    # conditional posterior: their mixing is the continuous latents', and the
+    # ESS of a nearly constant indicator says nothing about it.
+    unchecked = set(getattr(self.target, "enumerated_names", ()))
     keep = set(select_names(names, var_names, filter_vars))
     columns = COLUMNS + (("hdi_low", "hdi_high") if hdi_prob is not None else ())
     for name in names:
@@ -171,10 +179,12 @@ class MCMCResult:
       for index in np.ndindex(*stats["mean"].shape):
         label = name + (f"[{','.join(map(str, index))}]" if index else "")
         row = (label, {c: float(stats[c][index]) for c in columns})
-        rows.append(row)
         if name in keep:
           shown.append(row)
-    notes = self._warnings(rows)
+        if name not in unchecked:
+          checked.append(row)
+          keys.append((name, index))
+    notes = self._warnings(checked, keys)
     return Summary(shown, notes, columns=columns, round_to=round_to)
 
   def _stats(self, name):
@@ -249,7 +259,7 @@ class MCMCResult:
       out.append((int(c), kind, ", ".join(reasons + ([where] if where else []))))
     return out
 
-  def _warnings(self, rows):
+  def _warnings(self, rows, keys):
     notes = []
     found = self.stuck_chains()
     for kind, one, many, advice in (
@@ -270,10 +280,10 @@ class MCMCResult:
     r_hat = np.array([r["r_hat"] for _, r in rows])
     ess = np.array([r["ess_bulk"] for _, r in rows])
     if np.any(r_hat > 1.01):
-      worst = rows[int(np.nanargmax(r_hat))][0]
+      at = int(np.nanargmax(r_hat))
       notes.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have R-hat > 1.01 "
-                   f"(worst: {worst}, {np.nanmax(r_hat):.3f}); the chains have not mixed: "
-                   "run longer or reparameterize.")
+                   f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + self._r_hat_advice(
+                       r_hat[at], *keys[at]))
     if np.any(ess < 100 * min(self.chains, 4)):
       worst = rows[int(np.nanargmin(ess))][0]
       notes.append(f"{int(np.sum(ess < 100 * min(self.chains, 4)))} parameter(s) have bulk "
@@ -297,6 +307,24 @@ class MCMCResult:
                    f"(min {np.min(bfmi):.2f}): the momentum resampling explores the energy "
                    "poorly; reparameterize.")
     return notes
+
+  def _r_hat_advice(self, r_hat, name, index):
+    """What an R-hat above 1.01 means.  Split R-hat of chains that have
+    mixed is about sqrt(1 + 2 / n_eff), with n_eff the ESS of one chain from
+    its own autocorrelation (the half-chains' means vary as sd^2 / (n_eff /
+    2)): below 100 effective draws a chain, autocorrelation alone puts it
+    above 1.01 -- the case of many short chains, whose ESS in all may be
+    ample.  When R-hat is within what that gives (a factor 2 on R-hat^2 -
+    1), the warning says R-hat cannot tell; chains apart (each mixing well
+    on its own) give much more, and keep the plain warning."""
+    if self.draws is not None and self.num_draws >= 8:
+      x = self.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
+      n_eff = float(np.mean(diagnostics.ess(x[:, None, :])))         # each chain alone
+      if r_hat ** 2 - 1 <= 2 * (2 / n_eff):
+        return (f"with {self.num_draws} draws per chain (ESS of one chain {n_eff:.0f}), "
+                "autocorrelation alone gives such an R-hat in chains that have mixed, so it "
+                "cannot tell whether they have: draw more per chain.")
+    return "the chains have not mixed: run longer or reparameterize."
 
   def flat_draws(self, draws=None, seed=None):  # pylint: disable=unused-argument
     """The kept latent draws ``name -> [draws * chains, *shape]`` and their
