@@ -319,6 +319,7 @@ def test_every_kernel_samples_a_model_with_summed_out_assignments(kernel, chains
   post = ed.mcmc.sample(mixture, len(y), observed={"y": y}, kernel=kernel, chains=chains,
                         warmup=500, draws=draws, seed=0, progress=False)
   assert post.draws["z"].shape == (draws, chains, len(y))
+  assert ("energy" in post.sample_stats) == (kernel != "rwmh")  # no momentum, no E-BFMI
   summary = post.summary(var_names=["w", "sigma"])
   for name, value in zip(("w", "sigma"), exact):
     row = summary.loc[name]
