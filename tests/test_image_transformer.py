@@ -32,7 +32,7 @@ import image_transformer as it  # noqa: E402  pylint: disable=wrong-import-posit
 
 def _mirrored(replicas):
   """MirroredStrategy over ``replicas`` logical CPUs (one per device set per
-  process, with its own collective keys: see ``ed.distribute.strategy``)."""
+  process: see ``ed.distribute.strategy``)."""
   return ed.distribute.strategy("mirrored", devices=LOGICAL_CPUS[:replicas])
 
 

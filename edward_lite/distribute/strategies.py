@@ -126,22 +126,22 @@ def _check_local_devices(devices):
 
 
 _MIRRORED = {}
-_KEY_STRIDE = 100_000
 
 
 def _mirrored(devices):
-  """One MirroredStrategy per device set, each with its own collective keys.
+  """One MirroredStrategy per device set, all-reducing with TensorFlow's
+  public ``ReductionToOneDevice`` (CPUs) or ``NcclAllReduce`` (GPUs).
 
-  Strategies built independently share collective group keys, so two of
-  them in one process break each other's all-reduce ("Shape mismatch in
-  the collective instance", or a group joined with another size).  Giving
-  each a distinct key base (as TensorFlow's own tests do) keeps them apart.
+  The default, collective ops, keys its groups from a counter every
+  MirroredStrategy starts at the same value: two strategies in one process
+  then break each other's all-reduce ("Shape mismatch in the collective
+  instance", or a group joined with another size).  These two need no keys.
   """
   if devices not in _MIRRORED:
-    base = getattr(tf.distribute.MirroredStrategy, "_collective_key_base", None)
-    if base is not None:
-      tf.distribute.MirroredStrategy._collective_key_base = base + _KEY_STRIDE
-    _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices))
+    gpus = all(tf.DeviceSpec.from_string(d).device_type == "GPU" for d in devices)
+    reduce_ops = tf.distribute.NcclAllReduce() if gpus else tf.distribute.ReductionToOneDevice()
+    _MIRRORED[devices] = tf.distribute.MirroredStrategy(list(devices),
+                                                        cross_device_ops=reduce_ops)
   return _MIRRORED[devices]
 
 
