@@ -1,7 +1,10 @@
 import atexit
 import os
+import re
 import shutil
 import tempfile
+
+import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # Each test process its own compile cache (runtime/compile_cache.py), removed
@@ -26,37 +29,35 @@ LOGICAL_CPUS = ed.distribute.logical_cpus(4)
 
 
 # -- tiers ------------------------------------------------------------------------------------
-# Three tiers.  ``pytest -m "not slow"`` runs the fast one.  A test is slow when
-# it is named in ``slow_tests.txt`` (one ``file::test`` per line, parameters
-# left out: tests that took over 3 s on the 2-core CI-class machine) or marked
-# ``@pytest.mark.slow``.  A test is long when named in ``long_tests.txt`` (same
-# form; ``file::test[param]`` names one case) or marked ``@pytest.mark.long``:
-# the longest end-to-end and statistical checks, each of which has a shorter
-# check of the same path in the default run.  The default run (CI's) leaves
-# the long tier out; ``--long`` (or ``-m long``) runs it.
-
-def _listed(name):
-  path = os.path.join(os.path.dirname(__file__), name)
-  with open(path) as f:
-    return {line.split("#")[0].strip() for line in f} - {""}
+# Three tiers, marked where each test is defined.  ``pytest -m "not slow"`` runs
+# the fast one.  ``@pytest.mark.slow``: a test that took over 3 s on the 2-core
+# CI-class machine.  ``@pytest.mark.long`` (a whole test, or one case with
+# ``pytest.param(..., marks=pytest.mark.long)``; ``@pytest.mark.long_cases(ids)``
+# names the cases of a parametrized fixture): the longest end-to-end and
+# statistical checks, each with a comment naming the shorter check of the same
+# path that the default run keeps.  A long test is slow too.  The default run
+# (CI's) leaves the long tier out; ``--long`` (or ``-m long``) runs it.
+#
+# The fast tier's guard: under ``-m "not slow"`` the terminal summary names each
+# unmarked test whose call took over ``fast_tier_limit`` seconds (pytest.ini;
+# 10 s, margin over the 3 s rule for a loaded machine): it belongs in the slow
+# tier.  A warning, not a failure: timings are noise on a shared machine.
 
 
 def pytest_addoption(parser):
   parser.addoption("--long", action="store_true",
-                   help="also run the long tier (tests/long_tests.txt)")
+                   help="also run the long tier (tests marked long)")
+  parser.addini("fast_tier_limit", "seconds over which a test not marked slow is "
+                "named at the end of a -m 'not slow' run", default="10")
 
 
 def pytest_collection_modifyitems(config, items):
-  import pytest  # pylint: disable=g-import-not-at-top
-  slow, long = _listed("slow_tests.txt"), _listed("long_tests.txt")
   for item in items:
-    path, _, name = item.nodeid.partition("::")
-    test = f"{os.path.basename(path)}::{name}"
-    base = test.split("[")[0]
-    if base in slow:
-      item.add_marker(pytest.mark.slow)
-    if test in long or base in long:
+    cases = item.get_closest_marker("long_cases")
+    callspec = getattr(item, "callspec", None)
+    if cases is not None and callspec is not None and callspec.id in cases.args:
       item.add_marker(pytest.mark.long)
+    if item.get_closest_marker("long") is not None and item.get_closest_marker("slow") is None:
       item.add_marker(pytest.mark.slow)
   if config.getoption("--long") or "long" in (config.getoption("-m") or ""):
     return
@@ -65,3 +66,45 @@ def pytest_collection_modifyitems(config, items):
     config.hook.pytest_deselected(items=left_out)
     items[:] = [item for item in items if item.get_closest_marker("long") is None]
 
+
+def excludes_slow(markexpr):
+  """True when ``-m markexpr`` leaves out the tests marked slow (the fast tier)."""
+  return re.search(r"\bnot\s+slow\b", markexpr or "") is not None
+
+
+def over_the_limit(durations, limit):
+  """The ``(nodeid, seconds)`` of ``durations`` over ``limit``, longest first."""
+  return sorted(((nodeid, t) for nodeid, t in durations.items() if t > limit),
+                key=lambda pair: (-pair[1], pair[0]))
+
+
+class FastTierGuard:
+  """Records each unmarked test's call duration; names those over ``limit``."""
+
+  def __init__(self, limit):
+    self.limit = limit
+    self.durations = {}
+
+  def pytest_runtest_logreport(self, report):
+    if report.when == "call" and "slow" not in report.keywords:
+      self.durations[report.nodeid] = report.duration
+
+  def pytest_terminal_summary(self, terminalreporter):
+    offenders = over_the_limit(self.durations, self.limit)
+    if not offenders:
+      return
+    tests = "test" if len(offenders) == 1 else "tests"
+    terminalreporter.write_sep("=", f"fast tier: {len(offenders)} unmarked {tests} over "
+                               f"{self.limit:g} s", yellow=True)
+    for nodeid, seconds in offenders:
+      terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
+    terminalreporter.write_line("They belong in the slow tier: mark each @pytest.mark.slow "
+                                "(the fast tier keeps tests under 3 s).")
+
+
+def pytest_configure(config):
+  # On pytest-xdist's controller (its reports carry the workers' durations),
+  # not in the workers.
+  if excludes_slow(config.getoption("-m")) and not hasattr(config, "workerinput"):
+    limit = float(config.getini("fast_tier_limit"))
+    config.pluginmanager.register(FastTierGuard(limit), "fast_tier_guard")

@@ -13,7 +13,7 @@ a worker holds a third of that.
 
 Every argument is passed to each pytest run.  Files are assigned to batches
 greedily, largest first, by an estimate of their cost (20 for each test
-named in ``slow_tests.txt`` or marked slow, 1 per 2 kB of source), and each
+marked slow or long, 1 per 2 kB of source), and each
 batch lists its files largest first so that ``--dist loadfile`` ends on
 short files.  The exit status is the first failing batch's (a batch
 that selects no test, status 5, is not a failure unless every batch is).
@@ -21,6 +21,7 @@ that selects no test, status 5, is not a failure unless every batch is).
 
 import glob
 import os
+import re
 import subprocess
 import sys
 import time
@@ -30,13 +31,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _costs(files):
-  with open(os.path.join(HERE, "slow_tests.txt")) as f:
-    slow = [line.split("::")[0].strip() for line in f if "::" in line.split("#")[0]]
   costs = {}
   for path in files:
     with open(path, encoding="utf-8") as f:
-      marked = f.read().count("mark.slow")
-    costs[path] = 20 * (slow.count(os.path.basename(path)) + marked) + os.path.getsize(path) / 2048
+      source = f.read()
+    # Tests marked slow, and whole tests marked long (slow too).
+    marked = source.count("mark.slow") + len(re.findall(r"@pytest\.mark\.long\b", source))
+    costs[path] = 20 * marked + os.path.getsize(path) / 2048
   return costs
 
 

@@ -15,6 +15,10 @@ import pytest
 import battery_models as bm
 
 CI_MODELS = [name for name, m in bm.MODELS.items() if name != "funnel" and m.in_ci]
+# Long (``--long``) at 8 chains: the default run keeps linreg, hier_centred,
+# funnel_noncentred and arma11.
+LONG_AT_8_CHAINS = {"gp_poisson", "garch11", "gp", "gauss_mix", "linreg10", "loglinreg",
+                    "poisson", "logistic", "hier_noncentred", "ar3"}
 
 
 def _explain(out):
@@ -34,16 +38,23 @@ def _assert_passes(out):
   assert out["max_z_sd"] < bm.Z_MAX, _explain(out)
 
 
-@pytest.mark.parametrize("name", CI_MODELS)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.long) if name in LONG_AT_8_CHAINS else name
+    for name in CI_MODELS])
 def test_model_at_8_chains_matches_its_reference(name):
   _assert_passes(bm.run(bm.MODELS[name], chains=8, seed=0, warmup=500, draws=500))
 
 
-@pytest.mark.parametrize("name", ["linreg", "logistic", "hier_noncentred"])
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["linreg",  # the default run keeps linreg at 64 chains
+                                  pytest.param("logistic", marks=pytest.mark.long),
+                                  pytest.param("hier_noncentred", marks=pytest.mark.long)])
 def test_cheap_models_at_64_chains(name):
   _assert_passes(bm.run(bm.MODELS[name], chains=64, seed=1, warmup=500, draws=250))
 
 
+@pytest.mark.slow
 def test_centred_funnel_is_flagged_when_it_is_wrong():
   """Neal's centred funnel defeats NUTS with one step size per chain, at
   target_accept 0.99 too (NumPyro's as well: benchmarks/RESULTS.md): a run

@@ -56,6 +56,7 @@ def _saved_step(ckpt):
     return 0
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_is_bit_identical(tmp_path):
   ckpt = str(tmp_path / "ckpt")
   proc = _run(tmp_path, ckpt, tmp_path / "killed.npz", delay=0.3, wait=False)
@@ -91,6 +92,7 @@ def model_b():
   return ed.Normal(0., 2., name="x")
 
 
+@pytest.mark.slow
 def test_checkpoint_of_another_run_is_refused(tmp_path):
   ckpt = str(tmp_path / "ckpt")
   kwargs = dict(chains=2, warmup=20, draws=20, progress=False, checkpoint_dir=ckpt)

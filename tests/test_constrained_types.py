@@ -122,6 +122,7 @@ def assert_means(checks):
     assert np.all(np.abs(z) < 4), (name, z)
 
 
+@pytest.mark.long  # the default run keeps the other constrained types
 def test_vector_types_give_order_statistics_and_the_dirichlet(draws):
   """Flat ordered / positive_ordered times iid N(0, 1) / Exponential(1)
   densities: the order statistics of 3 draws, means -+3/(2 sqrt(pi)), 0 and

@@ -369,6 +369,7 @@ def test_non_finite_draws_give_nan_and_constant_draws():
   assert diag.ess_bulk(draws).numpy()[1] == 200.
 
 
+@pytest.mark.slow
 def test_tf_function_and_xla_equal_eager():
   # One compiled program for all diagnostics: one XLA compilation, not nine.
   # mcse_quantile compiles too, but its Beta quantile (betaincinv) alone

@@ -73,6 +73,7 @@ def test_strategy_factory_and_errors(strategies):
     resolve(4)
 
 
+@pytest.mark.slow
 def test_tpu_that_does_not_exist_fails_fast():
   # Off a TPU VM, 'local' finds no TPU; run in a subprocess so a TPU system
   # initialization attempt cannot touch this process's devices.
@@ -89,7 +90,8 @@ def test_tpu_that_does_not_exist_fails_fast():
 # -- the sharded log density ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("parallel", ["data", "chains"])
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", ["data", pytest.param("chains", marks=pytest.mark.long)])
 def test_sharded_log_prob_and_gradient_equal_single_device(strategies, parallel):
   target = _target()
   flat = tf.constant(np.random.default_rng(1).normal(size=(8, target.dim)))
@@ -116,6 +118,7 @@ def test_sharded_log_prob_and_gradient_equal_single_device(strategies, parallel)
       np.testing.assert_allclose(gj[name], gj0[name], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_data_parallel_counts_the_prior_once(strategies):
   # Each replica adds prior / R: the sum over 4 shards of (shard likelihood +
   # prior / 4) is the prior plus the full likelihood, checked term by term.
@@ -159,7 +162,8 @@ def _sample(**kwargs):
                         progress=False, **kwargs)
 
 
-@pytest.mark.parametrize("parallel", ["data", "chains"])
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", ["data", pytest.param("chains", marks=pytest.mark.long)])
 def test_nuts_same_draws_on_1_2_4_replicas(strategies, parallel):
   # One pooled step size: with a step size per chain, each chain's own
   # adaptation feeds back its replicas' summation round-off (2.5e-8 relative
@@ -173,7 +177,9 @@ def test_nuts_same_draws_on_1_2_4_replicas(strategies, parallel):
     assert result.draws["w"].shape == (40, 4, D)
 
 
-@pytest.mark.parametrize("kernel", ["hmc", "rwmh", "chees"])
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", [pytest.param("hmc", marks=pytest.mark.long),
+                                    pytest.param("rwmh", marks=pytest.mark.long), "chees"])
 def test_other_kernels_data_parallel(strategies, kernel):
   # Short runs: long leapfrog trajectories amplify round-off differences
   # chaotically (HMC's reach 1e-5 after 20 warmup iterations here).
@@ -183,6 +189,7 @@ def test_other_kernels_data_parallel(strategies, kernel):
   np.testing.assert_allclose(result.draws["w"], reference.draws["w"], rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.slow
 def test_data_parallel_nuts_recovers_conjugate_posterior(strategies):
   # y_i ~ N(mu, 1), mu ~ N(0, 10): posterior N(m, s^2) in closed form.
   rng = np.random.default_rng(4)
@@ -216,7 +223,9 @@ def normal_mean(n):
   return ed.Normal(mu, tf.constant(1., F64), sample_shape=n, name="y")
 
 
-@pytest.mark.parametrize("pooled, chains", [(True, 4), (False, 4), (None, 4), (True, 32)])
+@pytest.mark.slow
+@pytest.mark.parametrize("pooled, chains", [(True, 4), (False, 4), (None, 4),
+                                            pytest.param(True, 32, marks=pytest.mark.long)])
 def test_chain_groups_on_one_device_equal_the_single_device_sampler(strategies, pooled, chains):
   """32 chains: NUTS samples in rounds, in each block as on one device."""
   reference = _sample(pooled=pooled, chains=chains)
@@ -247,7 +256,9 @@ def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("chains", [8, 64])  # 64: blocks of 32 sample in rounds
+@pytest.mark.slow
+# 64: blocks of 32 sample in rounds (long; the default run keeps 8)
+@pytest.mark.parametrize("chains", [8, pytest.param(64, marks=pytest.mark.long)])
 def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies, chains):
   y, m, s = _normal_mean_data()
   kwargs = dict(observed={"y": y}, chains=chains, warmup=200, draws=300, seed=5,
@@ -263,6 +274,7 @@ def test_chain_groups_recover_a_conjugate_posterior_reproducibly(strategies, cha
   assert not np.allclose(draws[:, 0], draws[:, chains // 2])
 
 
+@pytest.mark.slow
 def test_chain_groups_resume_from_a_checkpoint(strategies, tmp_path):
   y, _, _ = _normal_mean_data()
   kwargs = dict(observed={"y": y}, kernel="hmc", chains=4, warmup=60, draws=60, seed=2,
@@ -299,7 +311,8 @@ def _fit(**kwargs):
                    steps=60, samples=8, seed=6, chunk_size=30, progress=False, **kwargs)
 
 
-@pytest.mark.parametrize("batch_size", [None, 40])
+@pytest.mark.slow
+@pytest.mark.parametrize("batch_size", [pytest.param(None, marks=pytest.mark.long), 40])
 def test_vi_same_fit_on_1_2_4_replicas(strategies, batch_size):
   reference = _fit(jit_compile=False, batch_size=batch_size)
   for r, strategy in strategies.items():
@@ -311,6 +324,7 @@ def test_vi_same_fit_on_1_2_4_replicas(strategies, batch_size):
         np.testing.assert_allclose(result.raw_params[key], value, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.long  # the default run keeps data-parallel VI on 40 points
 def test_vi_program_surrogate_data_parallel(strategies):
   # A variational program: the model density goes through log_joint.
   loc = tf.Variable(tf.zeros(D, F64))
@@ -335,6 +349,7 @@ def test_vi_program_surrogate_data_parallel(strategies):
   np.testing.assert_allclose(loc2, loc0, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_vi_distribution_errors(strategies):
   with pytest.raises(ValueError, match="batch_size=30 is not a multiple of 4"):
     _fit(strategy=strategies[4], batch_size=30)
@@ -348,6 +363,7 @@ def test_vi_distribution_errors(strategies):
               progress=False)
 
 
+@pytest.mark.slow
 def test_vi_dataset_data_parallel(strategies):
   dataset = tf.data.Dataset.from_tensor_slices({"y": Y, "x": X, "offset": OFFSET}).batch(
       40, drop_remainder=True)
@@ -362,6 +378,7 @@ def test_vi_dataset_data_parallel(strategies):
 # -- the example and its launch script -----------------------------------------------
 
 
+@pytest.mark.slow
 def test_distributed_logistic_example_equals_single_device(strategies):
   sys.path.insert(0, os.path.join(ROOT, "examples"))
   import distributed_logistic  # pylint: disable=import-outside-toplevel
@@ -371,6 +388,7 @@ def test_distributed_logistic_example_equals_single_device(strategies):
   assert out["max_abs_diff"] < 1e-8
 
 
+@pytest.mark.slow
 def test_nuts_launch_script_runs_in_cpu_fallback():
   script = os.path.join(ROOT, "tpu_scripts", "nuts_logistic.py")
   out = subprocess.run(
@@ -392,6 +410,7 @@ def ar1_scan(y):
   return ed.Normal(means, tf.constant(1., F64), name="y")
 
 
+@pytest.mark.long  # the default run keeps one case of each other distributed check
 def test_loop_program_under_strategies(strategies):
   rng = np.random.default_rng(4)
   y = np.zeros(30)

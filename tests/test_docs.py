@@ -129,6 +129,7 @@ ALONE = [page for page in PAGES
 GROUPS = [[page] for page in ALONE] + [[page for page in PAGES if page not in ALONE]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pages", GROUPS, ids=lambda pages: pages[0] if len(pages) == 1
                          else f"{len(pages)} pages")
 def test_the_pages_code_runs(pages, tmp_path):
@@ -152,6 +153,7 @@ def _mkdocs():
   return [sys.executable, "-m", "mkdocs"]
 
 
+@pytest.mark.slow
 def test_the_site_builds_in_strict_mode(tmp_path):
   command = _mkdocs()
   if command is None:

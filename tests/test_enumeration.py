@@ -128,6 +128,7 @@ def test_pointwise_sums_out_or_says_what_it_needs():
   np.testing.assert_allclose(log_lik, tfd.Normal(tf.gather(MU, z), 0.8).log_prob(y), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_assignments_are_drawn_with_their_conditional_probabilities():
   y = _mixture_data()
   post = ed.mcmc.sample(mixture, len(y), observed={"y": y}, chains=4, warmup=300, draws=500,
@@ -171,6 +172,7 @@ def _change_point_posterior(y, a=2., b=1.):
   return p, float(p @ early), float(p @ late)
 
 
+@pytest.mark.slow
 def test_a_change_point_matches_its_posterior_by_summation():
   rng = np.random.default_rng(3)
   y = np.concatenate([rng.poisson(1.5, 12), rng.poisson(5., 18)]).astype(np.float32)
@@ -204,6 +206,7 @@ def zero_inflated_marginal(n):
                               tfd.Poisson(tf.stack([0., rate])), sample_shape=n, name="y")
 
 
+@pytest.mark.long  # the default run keeps the change point and assignment draws by enumeration
 def test_zero_inflated_poisson_fits_as_the_marginalized_model_under_vi():
   rng = np.random.default_rng(4)
   y = np.where(rng.random(50) < 0.3, 0, rng.poisson(3., 50)).astype(np.float32)

@@ -65,6 +65,7 @@ KILLERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", sorted(KILLERS))
 def test_sigkill_at_the_first_meta_write_loses_nothing(tmp_path, moment):
   ckpt = tmp_path / "ckpt"
@@ -113,6 +114,7 @@ SECOND = """
 """
 
 
+@pytest.mark.slow
 def test_two_runs_started_on_one_directory(tmp_path):
   ckpt, running, tried = tmp_path / "ckpt", tmp_path / "running", tmp_path / "tried"
   first = _child(tmp_path, "first", FIRST, ckpt, running, tried)

@@ -90,6 +90,7 @@ def _one_step(strategy, batch, rate=1.):
   return bits, network.get_weights(), network
 
 
+@pytest.mark.slow
 def test_two_replica_step_equals_one_replica_step_on_the_global_batch():
   batch = _pixels(8, seed=1)
   bits1, after1, _ = _one_step(tf.distribute.get_strategy(), batch)
@@ -123,6 +124,7 @@ def test_sampler_draws_from_the_model():
   assert np.all(np.abs(freqs - probs) < 5 * np.sqrt(probs * (1 - probs) / n) + 1e-3)
 
 
+@pytest.mark.long  # an example's quick run; the default run keeps the other checks here
 def test_two_replica_training_beats_the_uniform_and_per_pixel_baselines(tmp_path):
   result = it.train(_mirrored(2), epochs=4, batch_size=32,
                     layers=1, heads=2, dim=32, n_images=512, n_test=256, samples=8,
@@ -149,6 +151,7 @@ def test_batch_size_not_divisible_by_replicas_names_the_flag():
     it.train(_mirrored(2), batch_size=33, log=None, progress=False)
 
 
+@pytest.mark.slow
 def test_launch_script_runs_on_logical_cpus(tmp_path):
   png = tmp_path / "samples.png"
   result = subprocess.run(

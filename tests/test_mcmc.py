@@ -48,6 +48,7 @@ def check_moments(draws, mean, var, what, min_ess=100):
   assert np.all(np.abs(est_var - var) < 6 * var * np.sqrt(2 / ess)), (what, est_var, var)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_normal_normal_posterior(kernel):
   result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, kernel=kernel, chains=16,
@@ -66,6 +67,7 @@ def correlated_normal():
   return ed.MultivariateNormalTriL(LOC, np.linalg.cholesky(COV), name="x")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_correlated_multivariate_normal(kernel):
   result = ed.mcmc.sample(correlated_normal, kernel=kernel, chains=16, warmup=300,
@@ -91,6 +93,7 @@ def gamma_poisson():
   return ed.Poisson(lam, sample_shape=len(Y_POIS), name="y")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_constrained_latent_gamma_poisson(kernel):
   result = ed.mcmc.sample(gamma_poisson, observed={"y": Y_POIS}, kernel=kernel, chains=16,
@@ -140,7 +143,11 @@ EIGHT_SCHOOLS_RUNS = {
 }
 
 
-@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.slow
+# Long: HMC and ChEES; the default run keeps NUTS and RWMH here (ChEES and HMC
+# on the normal-normal posterior).
+@pytest.mark.parametrize("kernel", [
+    pytest.param(k, marks=pytest.mark.long) if k in ("hmc", "chees") else k for k in KERNELS])
 def test_eight_schools_against_stan_reference(kernel):
   ref = _reference("eight_schools")
   run = EIGHT_SCHOOLS_RUNS[kernel]
@@ -160,7 +167,9 @@ def test_eight_schools_against_stan_reference(kernel):
   assert result.divergences.sum() <= 0.01 * run["chains"] * run["draws"]
 
 
-@pytest.mark.parametrize("kernel, chains", [("hmc", 4), ("nuts", 4), ("nuts", 32)])
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel, chains", [("hmc", 4), ("nuts", 4),  # long: nuts at 32
+                                            pytest.param("nuts", 32, marks=pytest.mark.long)])
 def test_reproducible_and_independent_of_chunking(kernel, chains):
   """A seed gives the same draws.  Transition t draws from fold_in(seed, t),
   so draws do not depend on the chunking -- except NUTS's sampling phase
@@ -182,6 +191,7 @@ def test_reproducible_and_independent_of_chunking(kernel, chains):
   assert not np.array_equal(a.draws["mu"], c.draws["mu"])
 
 
+@pytest.mark.slow
 def test_many_chains_equal_few_chains_in_distribution():
   few = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=4, warmup=200, draws=500,
                        seed=5, progress=False)
@@ -191,6 +201,7 @@ def test_many_chains_equal_few_chains_in_distribution():
     check_moments(r.draws["mu"], POST_MEAN, POST_VAR, f"{r.chains} chains")
 
 
+@pytest.mark.slow
 def test_nuts_rounds_with_many_chains():
   """64 chains: NUTS samples in rounds (each chain's transitions in a row);
   the posterior, the kept statistics and the streamed ones agree.  (One
@@ -234,6 +245,7 @@ def test_warmup_in_rounds_tunes_the_step_size_as_lockstep(monkeypatch):
   assert divergent[0] <= 3 * divergent[1] + 10, divergent
 
 
+@pytest.mark.slow
 def test_streaming_moments_equal_moments_of_kept_draws():
   result = ed.mcmc.sample(gamma_poisson, observed={"y": Y_POIS}, chains=6, warmup=100,
                           draws=150, seed=6, progress=False)
@@ -249,6 +261,7 @@ def test_streaming_moments_equal_moments_of_kept_draws():
   np.testing.assert_allclose(table.loc["lam", "sd"], lam.std(ddof=1), rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_thinning_keeps_every_kth_draw():
   kwargs = dict(observed={"y": Y_NN}, chains=3, warmup=50, draws=60, seed=9, progress=False)
   full = ed.mcmc.sample(normal_normal, **kwargs)
@@ -256,6 +269,7 @@ def test_thinning_keeps_every_kth_draw():
   np.testing.assert_array_equal(thinned.draws["mu"], full.draws["mu"][::3])
 
 
+@pytest.mark.slow
 def test_summary_table_and_warnings():
   result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, chains=4,
                           warmup=200, draws=100, seed=10, progress=False)
@@ -277,6 +291,7 @@ def nan_region():
   return ed.Normal(0., tf.where(x > 1.5, np.float32(np.nan), 1.), value=0., name="y")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["hmc", "nuts"])
 def test_nan_log_density_counts_as_divergence(kernel):
   result = ed.mcmc.sample(nan_region, kernel=kernel, chains=8, warmup=150, draws=300, seed=11,
@@ -311,6 +326,7 @@ def test_bad_settings_are_clear_errors():
     ed.mcmc.sample(hopeless, max_init_tries=3, progress=False)
 
 
+@pytest.mark.slow
 def test_prior_init_and_posterior_predictive():
   result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=8, warmup=150,
                           draws=200, seed=12, init="prior", progress=False)
@@ -349,6 +365,7 @@ def test_to_arviz_matches_our_summary():
   np.testing.assert_allclose(theirs["r_hat"].iloc[0], ours["r_hat"], atol=0.006)
 
 
+@pytest.mark.slow
 def test_per_chain_adaptation():
   result = ed.mcmc.sample(correlated_normal, kernel="nuts", chains=6, warmup=300, draws=400,
                           seed=14, pooled=False, progress=False)
@@ -363,6 +380,7 @@ def test_per_chain_adaptation():
   check_moments(result.draws["x"], LOC, np.diag(COV), "per-chain", min_ess=60)
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal(monkeypatch):
   pytest.importorskip("tqdm")
   import io  # pylint: disable=g-import-not-at-top
@@ -386,6 +404,7 @@ def test_progress_bar_on_a_terminal(monkeypatch):
   assert quiet.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_callback_reports_each_chunks_gradients():
   seen = []
   result = ed.mcmc.sample(normal_normal, observed={"y": Y_NN}, chains=3, warmup=40, draws=30,
@@ -395,6 +414,7 @@ def test_callback_reports_each_chunks_gradients():
   np.testing.assert_array_equal(np.sum(seen, axis=0), result.num_gradients)
 
 
+@pytest.mark.slow
 def test_dense_metric_learns_the_covariance(tmp_path):
   # Correlation 0.995: a diagonal metric leaves a long, thin posterior and
   # long trajectories; the dense metric learns the covariance and makes the
@@ -429,6 +449,7 @@ def test_dense_metric_learns_the_covariance(tmp_path):
     ed.mcmc.sample(very_correlated, adapt_metric="full", **kwargs)
 
 
+@pytest.mark.slow
 def test_progress_lines_off_a_terminal(monkeypatch):
   import io  # pylint: disable=g-import-not-at-top
   import sys  # pylint: disable=g-import-not-at-top

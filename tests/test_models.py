@@ -18,6 +18,7 @@ SIGMA8 = zoo.EIGHT_SCHOOLS_SIGMA.astype(np.float64)
 eight_schools = zoo.eight_schools
 
 
+@pytest.mark.long  # the default run keeps the float64 model's conjugate check
 def test_float64_numpy_data_gives_the_float32_results():
   kwargs = dict(chains=2, warmup=40, draws=20, seed=3, kernel="hmc", progress=False)
   a = ed.mcmc.sample(eight_schools, SIGMA8, observed={"y": Y8}, **kwargs)
@@ -34,6 +35,7 @@ def normal_mean(y):
   return ed.Normal(mu, 1.5, sample_shape=len(y), name="y")
 
 
+@pytest.mark.slow
 def test_float64_model_matches_the_conjugate_posterior():
   y = np.random.default_rng(0).normal(2., 1.5, 20)
   post = ed.mcmc.sample(normal_mean, y, observed={"y": y}, dtype=tf.float64, chains=4,
@@ -146,6 +148,7 @@ def ar1_known_scale(y):
   return ed.Normal(phi * lagged, 1., name="y")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel, chains", [("nuts", 4), ("hmc", 40)])
 def test_scan_model_matches_the_conjugate_posterior(kernel, chains):
   """AR(1) with known unit noise: phi | y is normal (conjugate), the
@@ -184,6 +187,7 @@ def hmm(y):
                               tfd.Normal([-1., 1.], scale), num_steps=len(y), name="y")
 
 
+@pytest.mark.slow
 def test_hidden_markov_model_likelihood_equals_the_forward_algorithm_and_samples():
   rng = np.random.default_rng(4)
   states = np.cumsum(rng.uniform(size=50) < 0.1) % 2
@@ -202,6 +206,7 @@ def test_hidden_markov_model_likelihood_equals_the_forward_algorithm_and_samples
   assert 0.5 < post.draws["scale"].mean() < 0.65  # the data's noise scale is 0.5
 
 
+@pytest.mark.slow
 def test_while_loop_without_maximum_iterations_runs_without_xla():
   y = ar_data(30, (0.3, 0.)).astype(np.float32)
   def model(y):
@@ -251,6 +256,7 @@ def flat_regression(hs, iq):
   return ed.Normal(b[0] + b[1] * hs + b[2] * iq, sigma, name="score")
 
 
+@pytest.mark.slow
 def test_flat_priors_give_the_analytic_student_t_posterior():
   """Flat priors on b and sigma: b | y is Student-t with N - 1 - p degrees
   of freedom, centred at least squares, covariance SSE / (nu - 2) (X'X)^-1."""
@@ -296,6 +302,7 @@ def ar1_newcomer(y):
   return ed.Normal(means, 1., name="y")
 
 
+@pytest.mark.slow
 def test_newcomer_model_runs_end_to_end_with_arviz_loo():
   az = pytest.importorskip("arviz")
   rng = np.random.default_rng(4)

@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import edward_lite as ed
 
@@ -77,6 +78,7 @@ def _run_pair(out_dir):
                    for i in range(2) if os.path.exists(os.path.join(out_dir, f"log{i}.txt")))
 
 
+@pytest.mark.slow
 def test_two_workers_equal_single_process(tmp_path):
   logs = _run_pair(str(tmp_path))
   results = []

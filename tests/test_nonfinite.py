@@ -103,6 +103,7 @@ def test_given_init_values_are_named_as_such():
     ed.mcmc.sample(scale_from_data, SIGMA, observed={"y": Y3}, init={"mu": 0.}, **RUN)
 
 
+@pytest.mark.slow
 def test_a_latent_term_and_a_prior_draw_that_is_nan():
   def gamma_rate(r):
     lam = ed.Gamma(2., r, name="lam")

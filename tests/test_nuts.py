@@ -254,6 +254,7 @@ def test_max_tree_depth_caps_the_trajectory():
   np.testing.assert_array_equal(info.tree_depth.numpy(), 2)
 
 
+@pytest.mark.slow
 def test_own_and_tfp_nuts_agree_in_distribution():
   """Both implementations under the same sampler: a correlated Gaussian's
   moments agree within Monte Carlo error, and so do their mean tree sizes."""

@@ -19,6 +19,7 @@ def decay(t, y, k):
   return -k * y
 
 
+@pytest.mark.slow
 def test_accuracy_against_closed_forms():
   """Exponential decay and the harmonic oscillator (float64) to the
   tolerance; the fixed-step RK4 to its O(h^4)."""
@@ -43,6 +44,7 @@ def test_accuracy_against_closed_forms():
   np.testing.assert_allclose(ys, [np.ones([2, 2]), np.full([2, 2], np.exp(-1.))], rtol=1e-4)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sensitivity", ["forward", "reverse"])
 def test_gradient_equals_the_analytic_sensitivity(sensitivity):
   """d/dk and d/dy0 of sum_j w_j y0 exp(-k t_j)."""
@@ -70,6 +72,7 @@ def sir(t, y, beta, gamma):
   return tf.stack([-infection, infection - gamma * y[1], gamma * y[1]])
 
 
+@pytest.mark.long  # the default run keeps the rk45 and rodas3 closed forms and the PK posterior
 def test_chains_give_the_unbatched_rows():
   """A program's log density and gradient at 3 chains (evaluated one chain
   after another, compiled) do not depend on the other chains; the solutions
@@ -111,6 +114,7 @@ def blowup_model(times):
   return ed.Normal(ys[:, 0], 0.1, name="y")
 
 
+@pytest.mark.slow
 def test_a_failing_solve_is_nan_and_a_rejected_proposal():
   """Past the step limit or a blow-up the states are NaN (no exception); NUTS
   treats such proposals as divergent, so no draw has k beyond the blow-up
@@ -158,6 +162,7 @@ def _pk_reference(conc):
   return out
 
 
+@pytest.mark.slow
 def test_pk_posterior_by_nuts_and_vi_matches_quadrature():
   rng = np.random.default_rng(3)
   conc = (1.2 * np.exp(-0.25 * PK_TIMES) + 0.05 * rng.normal(size=8)).astype(np.float32)
@@ -265,6 +270,7 @@ def _stiff_exact(k):
           + np.exp(-1e4 * STIFF_TIMES)[:, None] * modes[1] * STIFF_P[:, 1])
 
 
+@pytest.mark.slow
 def test_nuts_on_a_stiff_ode_with_rodas3_matches_quadrature():
   """NUTS through Rodas3 and its adjoint on the stiff system (eigenvalues -k
   and -1e4; an explicit solver takes ~90x the steps): k ~ LogNormal(0, 1),
@@ -311,6 +317,7 @@ def lotka_volterra_model():
   return ed.LogNormal(tf.math.log(z), sigma, name="counts")
 
 
+@pytest.mark.slow
 def test_lotka_volterra_on_the_lynx_and_hare_data_matches_importance_sampling():
   """NUTS (rk45 with forward sensitivities) against a reference computed
   without edward_lite (tests/refs/lotka_volterra.json: NumPy RK4 and

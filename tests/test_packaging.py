@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -25,6 +26,7 @@ def test_ci_runs_the_readme_test_command():
   assert command in (ROOT / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_main_job_prints_model_and_log_joint():
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   result = subprocess.run([sys.executable, str(ROOT / "examples" / "eight_schools.py")],
@@ -54,6 +56,7 @@ def _run_as_a_user(code, **env):
                         timeout=300, env=dict(clean, **env), cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_import_and_a_compiled_run_are_quiet():
   # A new user's first session: no TensorFlow start-up or XLA log lines.  The mixture
   # samples a Categorical eagerly when traced, which on CPUs without AVX-512 logs

@@ -28,6 +28,7 @@ def result(request):
                         jit_compile=False, progress=False, keep_draws=request.param)
 
 
+@pytest.mark.slow
 def test_round_trip_keeps_every_number(result, tmp_path):
   path = result.save(tmp_path / "fit")
   assert path.endswith("fit.npz")
@@ -123,6 +124,8 @@ def _assert_nested_equal(a, b):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow
+@pytest.mark.long_cases("realnvp", "maf", "iaf")  # flows; kept: mean-field, full-rank
 def test_vi_round_trip_repeats_the_draws(vi_fit, tmp_path):
   path = vi_fit.save(tmp_path / "vi")
   assert path.endswith("vi.npz")
@@ -148,6 +151,7 @@ def test_vi_round_trip_repeats_the_draws(vi_fit, tmp_path):
                                 vi_fit.to_arviz(draws=200, seed=2).posterior["a"].values)
 
 
+@pytest.mark.long_cases("maf", "iaf")  # the default run keeps RealNVP
 def test_vi_loaded_without_the_model_answers_from_the_file(vi_fit, tmp_path):
   path = vi_fit.save(tmp_path / "vi.npz")
   bare = ed.load(path)
@@ -168,6 +172,7 @@ def test_vi_loaded_without_the_model_answers_from_the_file(vi_fit, tmp_path):
                                 vi_fit.sample(100, seed=4)["sigma"])
 
 
+@pytest.mark.slow
 def test_vi_variational_program_round_trip(tmp_path):
   loc, raw_scale = tf.Variable(0.), tf.Variable(-1.)
 
@@ -259,6 +264,7 @@ def test_vi_corrupted_file_is_refused_before_compiled_work(tmp_path, monkeypatch
         ed.load(bad, *args)
 
 
+@pytest.mark.slow
 def test_vi_dataset_fit_needs_its_dataset_again(tmp_path):
   def regression(x):
     w = ed.Normal(0., 1., name="w")

@@ -63,6 +63,7 @@ def marker_sets(ax):
   return [{(float(x), float(y)) for x, y in xy} for xy in arrays if np.ndim(xy) == 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["trace", "rank"])
 def test_trace_and_rank(posterior, tmp_path, kind):
   path = tmp_path / f"{kind}.png"
@@ -155,6 +156,7 @@ def test_khat_of_a_vi_fit(fit, tmp_path):
   assert 0.7 in [line.get_ydata()[0] for line in left.get_lines()]  # the threshold
 
 
+@pytest.mark.slow
 def test_khat_of_pointwise_loo(posterior, tmp_path):
   path = tmp_path / "khat_loo.png"
   fig = ed.plot.khat(posterior, path=path)
@@ -181,6 +183,7 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
     ed.plot.elbo(np.zeros(5))
 
 
+@pytest.mark.slow
 def test_import_edward_lite_leaves_plot_unloaded():
   code = ("import sys, edward_lite as ed\n"
           "assert 'edward_lite.analysis.plot' not in sys.modules\n"

@@ -37,7 +37,7 @@ def test_reference_posterior_at_defaults(name):
   assert post.warmup < 600
 
 
-@pytest.mark.slow
+@pytest.mark.long  # the default run keeps the battery's simulated arma11
 def test_arma_on_real_data_strands_no_chain_at_8_chains():
   """Seed 0 at 8 chains started a chain at theta = 1.25, whose log density
   overflows: warmup moves it to a healthy chain's state (``restarts``)."""

@@ -38,6 +38,7 @@ def fit():
                         seed=3, jit_compile=False, progress=False)
 
 
+@pytest.mark.slow
 def test_deterministic_is_kept_with_the_draws_and_summarized(fit):
   assert fit.target.names == ("a", "b") and fit.target.deterministic_names == ("mu",)
   mu = fit.draws["a"][..., None] + fit.draws["b"][..., None] * X.astype(np.float32)
@@ -51,6 +52,7 @@ def test_deterministic_is_kept_with_the_draws_and_summarized(fit):
   assert abs(row["mean"] - (mean[0] + mean[1] * X[11])) < 4 * row["mcse_mean"]
 
 
+@pytest.mark.slow
 def test_deterministic_from_variational_fit():
   result = ed.vi.fit(line, X, observed={"y": Y}, family="full_rank", steps=300, seed=1,
                      progress=False)
@@ -87,6 +89,7 @@ def test_psis_loo_matches_exact_leave_one_out(fit):
   assert np.all(np.asarray(loo.pareto_k) < 0.7)
 
 
+@pytest.mark.slow
 def test_to_arviz_groups_serve_waic_compare_and_ppc(fit):
   az = pytest.importorskip("arviz")
   idata = fit.to_arviz(prior_draws=200)
@@ -124,6 +127,7 @@ def beta_binomial_pmf(k, n, a, b):
                 + special.betaln(k + a, n - k + b) - special.betaln(a, b))
 
 
+@pytest.mark.long  # an example's quick run; the default run keeps the other checks here
 def test_posterior_predictive_frequencies_at_new_inputs():
   # 14 successes in 20 trials; predict 10 new trials: Beta-Binomial(10, 16, 8).
   result = ed.mcmc.sample(beta_binomial_model, 20., observed={"y": 14.}, chains=4,
@@ -180,6 +184,8 @@ def test_predictive_errors_name_the_problem(fit):
   assert set(at_data) == {"mu", "y"} and at_data["y"].shape == (1000, 4, 12)
 
 
+# an example's quick run; LOO and PSIS keep their known-answer tests in test_psis.py
+@pytest.mark.long
 def test_model_comparison_example_prefers_the_true_model(tmp_path):
   pytest.importorskip("arviz")
   import importlib.util  # pylint: disable=g-import-not-at-top

@@ -104,6 +104,7 @@ def test_data_edited_in_place_gets_a_new_fingerprint():
   assert _fingerprint(std_normal, x, listed).data != middle.data
 
 
+@pytest.mark.slow
 def test_dataframe_edited_in_place_gets_a_new_fingerprint_and_a_new_program():
   pd = pytest.importorskip("pandas")
   frame = pd.DataFrame({"v": np.linspace(-1., 1., 5), "label": list("abcde")})
@@ -183,6 +184,7 @@ def test_a_variable_is_identified_for_traces_by_identity_not_value():
   assert _fingerprint(model).code != identity  # a checkpoint still sees the value
 
 
+@pytest.mark.slow
 def test_edited_model_is_not_served_from_the_program_cache():
   model = _made("def model():\n  return ed.Normal(0., 1., name='x')\n")
   first = ed.mcmc.sample(model, **RUN)
@@ -301,6 +303,7 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_run_in_another_process_holds_the_directory_until_it_dies(tmp_path):
   ckpt = tmp_path / "ckpt"
   script = tmp_path / "holder.py"
@@ -614,6 +617,7 @@ def test_model_taking_kwargs_warns_when_a_keyword_is_close_to_a_setting():
 # -- bounded waits -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unreachable_tpu_times_out_with_the_address():
   code = textwrap.dedent("""
       import time

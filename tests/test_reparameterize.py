@@ -112,6 +112,7 @@ def test_draws_keep_the_names_and_observed_and_constant_priors_are_left_alone():
       ("mu", "theta"), ("tau", "theta"), ("theta_noncentred", "theta"), ("theta", "y"))
 
 
+@pytest.mark.slow
 def test_variational_fit_of_the_transformed_program_keeps_the_names():
   args, obs = rm.schools_data()
   with warnings.catch_warnings():  # a short fit: the end-of-fit check may warn
@@ -204,6 +205,7 @@ def test_init_by_the_original_names_starts_at_those_values(centeredness):
   np.testing.assert_allclose(target.deterministic(values)["theta"], [THETA] * 3, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_init_by_the_original_names_is_accepted_by_the_sampler():
   args, obs = rm.schools_data()
   result = ed.mcmc.sample(ed.reparameterize(rm.schools_centred), *args, observed=obs, chains=2,
@@ -234,6 +236,7 @@ def test_init_by_the_original_names_names_its_errors():
 
 # -- the centred models sample at the defaults ---------------------------------------
 
+@pytest.mark.slow
 def test_centred_funnel_without_divergences():
   """The centred funnel defeats NUTS (RESULTS §17: divergences at any
   target_accept); non-centred it is an independent normal."""
@@ -245,6 +248,7 @@ def test_centred_funnel_without_divergences():
   assert abs(v.std() / 3. - 1.) < Z / np.sqrt(2 * ess_sd), v.std()
 
 
+@pytest.mark.slow
 def test_centred_eight_schools_matches_the_exact_posterior():
   args, obs = rm.schools_data()
   result = ed.mcmc.sample(ed.reparameterize(rm.schools_centred), *args, observed=obs, seed=0,
@@ -259,6 +263,7 @@ def test_centred_eight_schools_matches_the_exact_posterior():
   assert sorted(predicted) == ["theta", "y"]  # y predicted, not non-centred
 
 
+@pytest.mark.slow
 def test_centred_hierarchical_regression_matches_the_exact_posterior():
   args, obs = rm.regression_data()
   result = ed.mcmc.sample(ed.reparameterize(rm.varying_intercepts), *args, observed=obs,
@@ -269,6 +274,7 @@ def test_centred_hierarchical_regression_matches_the_exact_posterior():
 
 # -- learned centredness (VIP) ---------------------------------------------------------
 
+@pytest.mark.slow
 def test_learned_centeredness_follows_how_informative_the_data_are():
   """Gorinova, Moore and Hoffman (2020), Figure 1: eight schools' effects
   measured with sd 9-18 against tau near 3 want the non-centred form (c

@@ -27,6 +27,7 @@ def student_t_reference(hs, iq, score):
   return b_hat, np.sqrt(np.diag(sse[0] / (nu - 2) * np.linalg.inv(x.T @ x)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chains, seed", [(8, 0), (8, 1), (5, 2)])
 def test_default_adaptation_freezes_no_chain_on_a_flat_prior_regression(chains, seed):
   (hs, iq), score = bm.kid_score_data()

@@ -49,10 +49,12 @@ X_ORTHOGONAL = np.array([[1., 1.], [1., -1.]] * 5, np.float32)  # independent po
 X_CORRELATED = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
 X_CORRELATED[:, 1] = 0.9 * X_CORRELATED[:, 0] + 0.3 * X_CORRELATED[:, 1]
 
-MCMC_MODELS = [(normal_scale, 10), (logistic, X_LOGISTIC)]
+# Long: logistic; the default run checks every kernel on normal_scale.
+MCMC_MODELS = [(normal_scale, 10), pytest.param(logistic, X_LOGISTIC, marks=pytest.mark.long)]
 VI_MODELS = [(normal_normal, 10), (regression, X_ORTHOGONAL)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["nuts", "hmc", "chees", "rwmh"])
 @pytest.mark.parametrize("model,arg", MCMC_MODELS, ids=["normal_scale", "logistic"])
 @pytest.mark.filterwarnings("error::RuntimeWarning")
@@ -131,6 +133,7 @@ def distance_to_optimum(y, params, family):
   return np.array(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["meanfield", "fullrank"])
 def test_batched_fits_reach_the_optimal_gaussian_of_a_positive_scale(family):
   # ed.sbc's default 1,000 steps.  From a start of scale 1 on the unconstrained
@@ -154,6 +157,7 @@ def test_batched_fits_reach_the_optimal_gaussian_of_a_positive_scale(family):
   np.testing.assert_array_less(fit.distance, batched.TOLERANCE)
 
 
+@pytest.mark.slow
 def test_batched_fits_cut_short_are_not_converged_and_off_their_optimum():
   # 50 steps: on 100 such data sets 88 mean-field fits ended more than 0.1
   # optimal sd or 10% off their optimum (up to 171 sds), and the mean ELBO of
@@ -174,6 +178,7 @@ def test_batched_fits_cut_short_are_not_converged_and_off_their_optimum():
   np.testing.assert_array_less(batched.TOLERANCE, fit.distance[~fit.converged])
 
 
+@pytest.mark.slow
 def test_sbc_counts_unconverged_vi_fits_and_warns_once():
   with pytest.warns(RuntimeWarning) as record:
     result = ed.sbc(normal_scale, 10, observed=["y"], family="meanfield", simulations=20,
@@ -190,6 +195,7 @@ def test_sbc_counts_unconverged_vi_fits_and_warns_once():
   assert list(table["unconverged_fits"]) == [count, count]
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_sbc_vi_fits_converge_at_the_defaults_and_reach_their_optimum(monkeypatch):
   from edward_lite.sbc import run as sbc_run  # pylint: disable=import-outside-toplevel
@@ -232,6 +238,7 @@ class TooNarrow(BatchedMeanField):
     return 0. * params["scale"] + 0.1
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the random walk runs off to overflow
 def test_broken_sampler_fails():
   result = ed.sbc(normal_normal, 10, observed=["y"], kernel=NoMetropolisCorrection(), seed=1,
@@ -339,6 +346,7 @@ def test_a_model_without_latents_is_refused():
     ed.sbc(data_only, observed=["y"], simulations=10)
 
 
+@pytest.mark.long  # flows: the default run keeps RealNVP in each check of test_vi.py
 def test_flows_fall_back_to_one_fit_per_data_set():
   result = ed.sbc(regression, X_ORTHOGONAL, observed=["y"], family="realnvp", simulations=2,
                   steps=50, max_rank=9, seed=0)
@@ -358,6 +366,7 @@ class DroppedJacobian(SimulationTarget):
     return fn
 
 
+@pytest.mark.slow
 def test_dropped_jacobian_fails(monkeypatch):
   from edward_lite.sbc import run as sbc_run  # pylint: disable=import-outside-toplevel
   monkeypatch.setattr(sbc_run, "SimulationTarget", DroppedJacobian)

@@ -75,6 +75,7 @@ def normal_normal():
   return ed.Normal(mu, 1., sample_shape=5, name="y")
 
 
+@pytest.mark.slow
 def test_sampler_without_draws_reports_ess_and_split_rhat():
   kwargs = dict(observed={"y": np.float32([0.5, 1., -0.2, 0.3, 0.8])}, chains=4, warmup=100,
                 draws=800, seed=3, progress=False)
@@ -108,6 +109,7 @@ def _rss_bytes():
     return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
 def test_host_memory_without_draws_does_not_grow_with_chunks():
   # 10^5 chains: the per-chain totals of one chunk are 4 x 10^5 values (~1.6

@@ -105,6 +105,7 @@ def local_level_data(num_steps=50, q=0.5, r=1., seed=0):
   return x + r * rng.normal(size=num_steps)
 
 
+@pytest.mark.slow
 def test_local_level_noise_scales_match_the_kalman_filter_grid_posterior():
   y = local_level_data()
   observed = {"y": y[:, None].astype(np.float32)}
@@ -173,6 +174,7 @@ def hmm_data(num_steps=100, stay=(0.9, 0.8), seed=1):
   return HMM_LOCS[states] + HMM_SCALE * rng.normal(size=num_steps)
 
 
+@pytest.mark.slow
 def test_hmm_stay_probabilities_match_the_forward_algorithm_grid_posterior():
   y = hmm_data()
   observed = {"y": y.astype(np.float32)}
@@ -228,6 +230,7 @@ def time_series():
 # The default form fits GARCH and the HMM (35-55 s on 2 shared cores);
 # stochastic volatility, the costliest (target acceptance 0.99, float64),
 # is the slow form.
+@pytest.mark.long  # both forms; the default run keeps the grid-posterior checks above
 @pytest.mark.parametrize("models", [("garch", "hmm"),
                                     pytest.param(("sv",), marks=pytest.mark.slow)],
                          ids=["garch-hmm", "sv"])

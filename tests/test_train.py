@@ -68,6 +68,7 @@ def values(result):
   return [v.numpy() for v in result.variables]
 
 
+@pytest.mark.slow
 def test_linear_vae_reaches_the_exact_ppca_likelihood():
   x = ppca_data()
   held_in = tf.data.Dataset.from_tensor_slices({"x": x}).repeat(8).batch(256)
@@ -85,6 +86,7 @@ def test_linear_vae_reaches_the_exact_ppca_likelihood():
   assert result.timings["steps_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_data_parallel_update_equals_single_device_update():
   x = ppca_data(1)[:64]
   kwargs = dict(steps=4, seed=3, steps_per_call=2, progress=False)
@@ -112,6 +114,7 @@ def test_data_parallel_update_equals_single_device_update():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_resumed_run_is_bit_identical(tmp_path):
   x = ppca_data(2)[:96]  # 2 batches of 48: the resumed run starts mid-epoch too
   kwargs = dict(seed=5, steps_per_call=3, progress=False)
@@ -128,6 +131,7 @@ def test_resumed_run_is_bit_identical(tmp_path):
                 seed=6, progress=False)
 
 
+@pytest.mark.slow
 def test_same_seed_same_run_other_seed_other_run():
   x = ppca_data(3)[:64]
   runs = [ed.vi.train(*linear_vae(), batches(x, 32), epochs=2, seed=s, progress=False,

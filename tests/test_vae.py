@@ -112,6 +112,7 @@ def trained(mirrored, tmp_path_factory):
           "model": vae.train("model", devices=LOGICAL_CPUS[:2], **SMALL)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", vae.MODES)
 def test_training_raises_the_elbo(trained, mode):
   result = trained[mode]
@@ -139,12 +140,14 @@ def test_pngs_are_written(trained):
     assert np.mean(pixels.mean(-1) < 0.9) > 0.2  # a fifth of the page is images
 
 
+@pytest.mark.slow
 def test_data_parallel_training_equals_single_device_training(trained):
   single = weights(trained["single"]["networks"])
   for got, want in zip(weights(trained["data"]["networks"]), single):
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)  # 4 epochs of Adam
 
 
+@pytest.mark.slow
 def test_model_parallel_places_encoder_and_decoder_apart(trained):
   single = networks()
   encoder, decoder = placed = networks(devices=LOGICAL_CPUS[:2], like=single)
@@ -176,6 +179,7 @@ def test_model_parallel_splits_layers_over_up_to_four_devices():
     vae.make_networks(PIXELS, LATENT, HIDDEN, LOGICAL_CPUS[:1])
 
 
+@pytest.mark.slow
 def test_launch_script_runs_on_cpu_fallback(tmp_path):
   cmd = [sys.executable, os.path.join(ROOT, "tpu_scripts", "vae.py"), "--strategy", "cpu",
          "--replicas", "2", "--mode", "model", "--epochs", "2", "--batch_size", "32",

@@ -26,6 +26,7 @@ def moments(draws):
   return draws.mean(0), np.cov(draws.T)
 
 
+@pytest.mark.slow
 def test_fullrank_recovers_mean_and_covariance():
   fit = ed.vi.fit(mvn, family="fullrank", steps=1500, stl=True, seed=1, progress=False)
   mean, cov = moments(fit.sample(40000)["x"])
@@ -43,6 +44,7 @@ def test_fullrank_recovers_mean_and_covariance():
   assert fit.k_hat < 0.3 and fit.ess > 0.95 * 4000
 
 
+@pytest.mark.slow
 def test_meanfield_recovers_mean_and_meanfield_variances():
   fit = ed.vi.fit(mvn, family="meanfield", steps=1500, samples=256, seed=2, progress=False)
   loc, scale = fit.params["x"]["loc"], fit.params["x"]["scale"]
@@ -53,7 +55,10 @@ def test_meanfield_recovers_mean_and_meanfield_variances():
   assert fit.k_hat > 0.7
 
 
-@pytest.mark.parametrize("family", ["realnvp", "iaf", "maf"])
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["realnvp",  # long: iaf, maf
+                                    pytest.param("iaf", marks=pytest.mark.long),
+                                    pytest.param("maf", marks=pytest.mark.long)])
 def test_flows_fit_a_correlated_gaussian(family):
   fit = ed.vi.fit(mvn, family=family, steps=800, seed=3, progress=False)
   mean, cov = moments(fit.sample(20000)["x"])
@@ -91,7 +96,10 @@ def gamma_poisson():
   return ed.Poisson(tf.broadcast_to(lam[:, None], Y_GP.shape), name="y")
 
 
-@pytest.mark.parametrize("family", ["meanfield", "fullrank", "realnvp", "iaf", "maf"])
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["meanfield", "fullrank", "realnvp",  # long: iaf, maf
+                                    pytest.param("iaf", marks=pytest.mark.long),
+                                    pytest.param("maf", marks=pytest.mark.long)])
 def test_constrained_latent_matches_conjugate_posterior(family):
   a, b = GP_POST_A, GP_POST_B  # posterior Gamma(a, b) per group
   fit = ed.vi.fit(gamma_poisson, observed={"y": Y_GP}, family=family, steps=1000,
@@ -128,10 +136,13 @@ def test_meanfield_fails_on_the_banana():
   assert meanfield.k_hat > 0.7, meanfield.k_hat
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", [ed.vi.RealNVP(layers=4, hidden=(32, 32)),
-                                    ed.vi.IAF(layers=4, hidden=(32, 32)),
-                                    ed.vi.MAF(layers=4, hidden=(32, 32))],
-                         ids=["realnvp", "iaf", "maf"])
+                                    pytest.param(ed.vi.IAF(layers=4, hidden=(32, 32)),
+                                                 marks=pytest.mark.long),
+                                    pytest.param(ed.vi.MAF(layers=4, hidden=(32, 32)),
+                                                 marks=pytest.mark.long)],
+                         ids=["realnvp", "iaf", "maf"])  # long: all but RealNVP
 def test_flow_fits_banana_where_meanfield_fails(family):
   flow = ed.vi.fit(banana, family=family, steps=2000, seed=6, progress=False)
   assert flow.k_hat < 0.7, flow.k_hat
@@ -153,6 +164,7 @@ def normal_normal():
   return ed.Normal(mu, 1., sample_shape=len(Y_NN), name="y")
 
 
+@pytest.mark.slow
 def test_meanfield_params_are_the_conjugate_posterior():
   # mu ~ N(0, 2^2), y_i ~ N(mu, 1): the posterior is N(sum y / prec, 1 / prec).
   # It is in the mean-field family (mu's unconstrained space is its own), and
@@ -176,6 +188,7 @@ def test_meanfield_params_are_the_conjugate_posterior():
   assert np.all(gp.params["lam"]["scale"] > 0)
 
 
+@pytest.mark.slow
 def test_variational_program_recovers_the_posterior():
   loc, raw_scale = tf.Variable(0.), tf.Variable(0.)
 
@@ -244,6 +257,7 @@ def test_minibatch_log_density_is_scaled_exactly():
                              rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_minibatch_fit_matches_the_conjugate_posterior():
   design = np.column_stack([X_REG, np.ones(N_REG)])
   precision = np.eye(3) + design.T @ design
@@ -255,6 +269,7 @@ def test_minibatch_fit_matches_the_conjugate_posterior():
   np.testing.assert_allclose(draws["b"].mean(), mean[2], atol=0.05)
 
 
+@pytest.mark.slow
 def test_dataset_minibatches_and_full_data_weights():
   design = np.column_stack([X_REG, np.ones(N_REG)])
   precision = np.eye(3) + design.T @ design
@@ -329,6 +344,7 @@ def sqrt_model():
   return ed.Normal(tf.sqrt(mu), 1., name="y")  # NaN for mu < 0
 
 
+@pytest.mark.slow
 def test_nonfinite_steps_are_skipped_and_reported():
   with pytest.warns(RuntimeWarning, match=r"steps had a non-finite.*log-density term of 'y'"):
     fit = ed.vi.fit(sqrt_model, observed={"y": 1.}, steps=50, init={"mu": 0.5},
@@ -341,6 +357,7 @@ def test_nonfinite_steps_are_skipped_and_reported():
               family=ed.vi.MeanField(init_scale=2.), on_nonfinite="stop", progress=False)
 
 
+@pytest.mark.slow
 def test_overflowing_gradient_is_a_nonfinite_step():
   def tiny_noise():
     x = ed.Normal(0., 1., name="x")
@@ -355,6 +372,7 @@ def test_overflowing_gradient_is_a_nonfinite_step():
   assert all(np.all(np.isfinite(v)) for v in fit.raw_params.values())
 
 
+@pytest.mark.slow
 def test_nonfinite_step_is_diagnosed_on_its_own_draws():
   # Few draws near the edge of sqrt's domain: the non-finite value is in one
   # draw of the step only, which the diagnosis must draw again (with XLA's
@@ -391,6 +409,7 @@ def test_count_outside_the_support_is_refused_before_the_fit():
     _fit_with_bad_batch("skip", x=X_POIS, observed={"y": y}, batch_size=B_POIS)
 
 
+@pytest.mark.slow
 def test_nonfinite_step_of_a_dataset_is_diagnosed_on_its_batch():
   # A NaN covariate in the third batch (rows 10..14); only the first batch
   # is checked when the fit starts.
@@ -418,6 +437,7 @@ def _interrupted_and_resumed(model, checkpoint_dir, step, settings):
   return ed.vi.fit(model, checkpoint_dir=checkpoint_dir, **settings)
 
 
+@pytest.mark.slow
 def test_checkpoint_resume_equals_uninterrupted(tmp_path):
   settings = dict(observed={"y": Y_NN}, family="meanfield", steps=300, chunk_size=100,
                   seed=9, progress=False)
@@ -430,6 +450,7 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
     ed.vi.fit(normal_normal, checkpoint_dir=tmp_path, **dict(settings, samples=7))
 
 
+@pytest.mark.slow
 def test_dataset_checkpoint_resume_reads_the_next_batch(tmp_path):
   # With a tf.data stream, a resumed fit must continue with the batch an
   # uninterrupted fit would read at that step, not with the first one.
@@ -442,6 +463,7 @@ def test_dataset_checkpoint_resume_reads_the_next_batch(tmp_path):
   np.testing.assert_allclose(resumed.elbo, full.elbo, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_resumed_fit_reports_the_first_nonfinite_step_of_the_interrupted_part(tmp_path):
   x = X_POIS.copy()
   x[12] = np.nan  # third batch: steps 2, 6, 10
@@ -455,6 +477,7 @@ def test_resumed_fit_reports_the_first_nonfinite_step_of_the_interrupted_part(tm
   np.testing.assert_allclose(resumed.elbo, full.elbo, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_tolerance_stops_early_and_reproducible():
   a = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=5000, tol=1e-3, seed=10,
                 progress=False)
@@ -523,6 +546,7 @@ def test_progress_bar_and_keras3_optimizer(monkeypatch):
   np.testing.assert_allclose(fit.sample(20000)["mu"].mean(), Y_NN.sum() / NN_PREC, atol=0.03)
 
 
+@pytest.mark.slow
 def test_sample_gives_fresh_draws_per_call_and_repeats_with_a_seed():
   def normal():
     return ed.Normal(0., 1., name="x")
