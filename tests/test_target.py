@@ -318,6 +318,7 @@ def central_differences(fn, flat, h=1e-5):
   return ((lp_plus - lp_minus) / (2. * h)).reshape(chains, dim)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["eight_schools", "constrained"])
 def test_gradients_match_central_finite_differences(model):
   if model == "eight_schools":
@@ -438,6 +439,7 @@ def test_unconstrain_matches_inverse_bijectors_and_round_trips():
     np.testing.assert_allclose(again[name].numpy(), values[name], rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_flatten_unflatten_round_trip_and_log_prob_flat():
   t = constrained_target()
   state = random_constrained_state(4, seed=8)
