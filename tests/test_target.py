@@ -6,6 +6,7 @@ applied by hand, central finite differences, or numerical integration.
 """
 
 import math
+import pathlib
 
 import numpy as np
 import pytest
@@ -209,6 +210,30 @@ def test_static_description():
   flat = t.flatten({n: tf.zeros([3] + i.unconstrained_shape.as_list())
                     for n, i in t.latents.items()})
   assert flat.shape.as_list() == [3, 18]
+
+
+def test_the_target_is_the_models_description_plus_the_samplers_density():
+  # Two roles, two modules: the description (names, spaces, draws) is the
+  # base class; Target adds the chain-batched density (the Density protocol),
+  # which ShardedTarget implements on its own, without forwarding.
+  from edward_lite.distribute.sharding import ShardedTarget  # pylint: disable=g-import-not-at-top
+  from edward_lite.model.description import ModelDescription  # pylint: disable=g-import-not-at-top
+  from edward_lite.model.target import Density, Target  # pylint: disable=g-import-not-at-top
+  assert issubclass(Target, ModelDescription)
+  assert Target.__module__ == "edward_lite.model.target"
+  for name in ("names", "latents", "dim", "dtype", "layout", "constrain", "unconstrain",
+               "sample_prior", "simulate", "predict", "log_likelihood", "deterministic",
+               "pointwise", "loop_facts", "split_constrained"):
+    assert hasattr(ModelDescription, name), name
+  for name in ("log_prob", "log_prob_flat", "log_joint", "value_and_gradient",
+               "value_and_gradient_flat", "log_det_jacobian_flat", "log_prob_terms_flat",
+               "density_fn", "with_data", "retrace"):
+    assert hasattr(Target, name) and not hasattr(ModelDescription, name), name
+  density = [n for n in vars(Density) if not n.startswith("_")]
+  assert all(hasattr(ShardedTarget, n) for n in density if callable(getattr(Density, n)))
+  assert not hasattr(ShardedTarget, "__getattr__")
+  source = pathlib.Path(ed.__file__).parent
+  assert not [p for p in source.rglob("*.py") if '"base"' in p.read_text()]
 
 
 def test_latent_dtypes_reported_per_variable():

@@ -52,7 +52,8 @@ class ShardedTarget:
   ``log_prob_flat``, ``log_joint``, ``value_and_gradient_flat`` and
   ``with_data`` run distributed; ``names``, ``latents``, ``dim``, ``dtype``
   and ``layout`` are the full-data target's (``base``).  The model's
-  description (constrain, prior draws, log-likelihood) is asked of ``base``.
+  description (``description.ModelDescription``: constrain, prior draws,
+  log-likelihood) is asked of ``base``.
 
   Args:
     target: the full-data ``Target``.
