@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import edward_lite as ed
+from edward_lite.mcmc import notes
 from edward_lite.mcmc import results as results_module
 
 
@@ -72,7 +73,7 @@ def _r_hat_note(run, x):
   many = dataclasses.replace(run, draws=dict(run.draws, y=x.astype(np.float32)),
                              num_draws=x.shape[0], chains=x.shape[1])
   r_hat = float(ed.diagnostics.rhat(x))
-  return many._r_hat_advice(r_hat, "y", ())  # pylint: disable=protected-access
+  return notes.r_hat_advice(many, r_hat, "y", ())
 
 
 def test_r_hat_of_many_short_mixed_chains_is_said_to_be_undecided(run):

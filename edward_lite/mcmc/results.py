@@ -7,15 +7,11 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.analysis import diagnostics
-from edward_lite.analysis.chains import stretches_far_below
 from edward_lite.analysis.predictive import posterior_predictive as simulate_predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
-from edward_lite.mcmc import base, metric, streaming
+from edward_lite.mcmc import base, metric, notes, streaming
 from edward_lite.runtime import persistence, seeds
 from edward_lite.runtime.deprecation import RenamedKeys, renamed_keywords
-
-# Stuck or apart chains named one by one in the summary, up to this many.
-MAX_CHAIN_NOTES = 5
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -184,8 +180,8 @@ class MCMCResult:
         if name not in unchecked:
           checked.append(row)
           keys.append((name, index))
-    notes = self._warnings(checked, keys)
-    return Summary(shown, notes, columns=columns, round_to=round_to)
+    return Summary(shown, notes.notes(self, checked, keys), columns=columns,
+                   round_to=round_to)
 
   def _stats(self, name):
     if self.draws is not None:
@@ -206,125 +202,10 @@ class MCMCResult:
                 ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"])
 
   def stuck_chains(self):
-    """Chains that did not sample the posterior with the others.
-
-    A chain is *stuck* when, after warmup, its mean acceptance is below
-    0.05, most of its transitions diverge, or (with 3 or more chains) some
-    parameter barely moves in it (variance below 1/100 of the median
-    chain's) while its mean lies more than 5 median within-chain sds from
-    the median of the chains' means.  It is *apart* when its mean lies that
-    far out with a healthy variance (another mode, or not yet mixed), or
-    when a stretch of its draws has a mean log density far below the other
-    chains' (``analysis.chains.stretches_far_below``: a chain that began sampling in a
-    minor mode and left it later moves the run's moments without moving its
-    R-hat).
-
-    The medians are taken once per parameter, so the cost is linear in the
-    number of chains (a million chains take about a second).
-
-    Returns:
-      list of ``(chain, kind, reason)`` with kind ``"stuck"`` or ``"apart"``.
-    """
-    low_accept = self.chain_accept < 0.05
-    divergent = self.chain_divergent > 0.5
-    # Per chain, the first parameter (in the target's order) whose mean is far
-    # out, at its component farthest out: chain -> (words, frozen there).
-    far = {}
-    if self.chains >= 3:
-      undecided = np.ones(self.chains, bool)
-      for name in self.target.names:
-        m = self.mean[name].reshape(self.chains, -1)
-        v = self.variance[name].reshape(self.chains, -1)
-        center, spread = np.median(m, axis=0), np.sqrt(np.median(v, axis=0))
-        z = np.abs(m - center) / np.where(spread > 0, spread, np.inf)
-        hit = undecided & np.any(z > 5., axis=1)
-        undecided &= ~hit
-        frozen_below = 0.01 * np.median(v, axis=0)
-        for c in np.flatnonzero(hit):
-          j = int(np.argmax(z[c]))
-          label = name + (f"[{j}]" if m.shape[1] > 1 else "")
-          far[c] = (f"{label} mean {m[c, j]:.3g} against {center[j]:.3g} in the other chains",
-                    bool(v[c, j] < frozen_below[j]))
-      for c, words in stretches_far_below(self.sample_stats.get("log_prob")).items():
-        far.setdefault(c, (words, False))
-    out = []
-    for c in sorted(set(np.flatnonzero(low_accept | divergent).tolist()) | set(far)):
-      reasons = []
-      if low_accept[c]:
-        reasons.append(f"acceptance {self.chain_accept[c]:.2f}")
-      if divergent[c]:
-        reasons.append(f"{100 * self.chain_divergent[c]:.0f}% of transitions divergent")
-      where, frozen = far.get(c, (None, False))
-      kind = "stuck" if reasons or frozen else "apart"
-      out.append((int(c), kind, ", ".join(reasons + ([where] if where else []))))
-    return out
-
-  def _warnings(self, rows, keys):
-    notes = []
-    found = self.stuck_chains()
-    for kind, one, many, advice in (
-        ("stuck", "is stuck", "are stuck",
-         "it never left a region where the density is very steep, so its draws are not from "
-         "the posterior; sample with per-chain adaptation (pooled=None, the default), longer "
-         "warmup, or init= values inside the posterior's bulk."),
-        ("apart", "sampled apart from the others", "sampled apart from the others",
-         "the posterior may be multimodal or the chains have not mixed; run longer or "
-         "reparameterize.")):
-      chains = [(c, reason) for c, k, reason in found if k == kind]
-      if len(chains) <= MAX_CHAIN_NOTES:
-        notes += [f"Chain {c} {one} ({reason}): {advice}" for c, reason in chains]
-      else:  # one note, not one per chain: a million chains may hold thousands
-        first = ", ".join(str(c) for c, _ in chains[:MAX_CHAIN_NOTES])
-        notes.append(f"{len(chains)} of {self.chains} chains ({first}, ...) {many} "
-                     f"(chain {chains[0][0]}: {chains[0][1]}): {advice}")
-    r_hat = np.array([r["r_hat"] for _, r in rows])
-    ess = np.array([r["ess_bulk"] for _, r in rows])
-    if np.any(r_hat > 1.01):
-      at = int(np.nanargmax(r_hat))
-      notes.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have R-hat > 1.01 "
-                   f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + self._r_hat_advice(
-                       r_hat[at], *keys[at]))
-    if np.any(ess < 100 * min(self.chains, 4)):
-      worst = rows[int(np.nanargmin(ess))][0]
-      notes.append(f"{int(np.sum(ess < 100 * min(self.chains, 4)))} parameter(s) have bulk "
-                   f"ESS below {100 * min(self.chains, 4)} (worst: {worst}, "
-                   f"{np.nanmin(ess):.0f}); estimates are noisy: draw more.")
-    div = self.divergences
-    if div is not None and div.sum() > 0:
-      notes.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
-                   "may be biased: raise target_accept (e.g. kernel=ed.mcmc.NUTS("
-                   "target_accept=0.95), or 0.99 for posteriors with strong curvature such "
-                   "as Gaussian-process length scales) or reparameterize (e.g. "
-                   "non-centered).")
-    depth = self.sample_stats.get("tree_depth")
-    max_depth = getattr(self.kernel, "max_tree_depth", None)
-    if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
-      notes.append(f"{100 * np.mean(depth >= max_depth):.1f}% of transitions hit the "
-                   f"maximum tree depth {max_depth}; raise max_tree_depth.")
-    bfmi = self.ebfmi()
-    if bfmi is not None and np.any(bfmi < 0.3):
-      notes.append(f"E-BFMI below 0.3 in {int(np.sum(bfmi < 0.3))} chain(s) "
-                   f"(min {np.min(bfmi):.2f}): the momentum resampling explores the energy "
-                   "poorly; reparameterize.")
-    return notes
-
-  def _r_hat_advice(self, r_hat, name, index):
-    """What an R-hat above 1.01 means.  Split R-hat of chains that have
-    mixed is about sqrt(1 + 2 / n_eff), with n_eff the ESS of one chain from
-    its own autocorrelation (the half-chains' means vary as sd^2 / (n_eff /
-    2)): below 100 effective draws a chain, autocorrelation alone puts it
-    above 1.01 -- the case of many short chains, whose ESS in all may be
-    ample.  When R-hat is within what that gives (a factor 2 on R-hat^2 -
-    1), the warning says R-hat cannot tell; chains apart (each mixing well
-    on its own) give much more, and keep the plain warning."""
-    if self.draws is not None and self.num_draws >= 8:
-      x = self.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
-      n_eff = float(np.mean(diagnostics.ess(x[:, None, :])))         # each chain alone
-      if r_hat ** 2 - 1 <= 2 * (2 / n_eff):
-        return (f"with {self.num_draws} draws per chain (ESS of one chain {n_eff:.0f}), "
-                "autocorrelation alone gives such an R-hat in chains that have mixed, so it "
-                "cannot tell whether they have: draw more per chain.")
-    return "the chains have not mixed: run longer or reparameterize."
+    """Chains that did not sample the posterior with the others:
+    ``[(chain, kind, reason)]``, kind ``"stuck"`` or ``"apart"`` (see
+    ``mcmc.notes.stuck_chains``)."""
+    return notes.stuck_chains(self)
 
   def flat_draws(self, draws=None, seed=None):  # pylint: disable=unused-argument
     """The kept latent draws ``name -> [draws * chains, *shape]`` and their

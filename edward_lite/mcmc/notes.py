@@ -1,0 +1,141 @@
+"""What the summary warns about: chains that did not sample the posterior
+with the others, R-hat and what it can tell, bulk ESS, divergences, saturated
+trees and E-BFMI -- read from an ``MCMCResult`` (its per-chain totals,
+streamed moments, kept draws and statistics)."""
+
+import numpy as np
+
+from edward_lite.analysis import diagnostics
+from edward_lite.analysis.chains import stretches_far_below
+
+__all__ = ["stuck_chains", "notes", "r_hat_advice", "MAX_CHAIN_NOTES"]
+
+# Stuck or apart chains named one by one in the summary, up to this many.
+MAX_CHAIN_NOTES = 5
+
+
+def stuck_chains(result):
+  """Chains that did not sample the posterior with the others.
+
+  A chain is *stuck* when, after warmup, its mean acceptance is below
+  0.05, most of its transitions diverge, or (with 3 or more chains) some
+  parameter barely moves in it (variance below 1/100 of the median
+  chain's) while its mean lies more than 5 median within-chain sds from
+  the median of the chains' means.  It is *apart* when its mean lies that
+  far out with a healthy variance (another mode, or not yet mixed), or
+  when a stretch of its draws has a mean log density far below the other
+  chains' (``analysis.chains.stretches_far_below``: a chain that began sampling in a
+  minor mode and left it later moves the run's moments without moving its
+  R-hat).
+
+  The medians are taken once per parameter, so the cost is linear in the
+  number of chains (a million chains take about a second).
+
+  Returns:
+    list of ``(chain, kind, reason)`` with kind ``"stuck"`` or ``"apart"``.
+  """
+  low_accept = result.chain_accept < 0.05
+  divergent = result.chain_divergent > 0.5
+  # Per chain, the first parameter (in the target's order) whose mean is far
+  # out, at its component farthest out: chain -> (words, frozen there).
+  far = {}
+  if result.chains >= 3:
+    undecided = np.ones(result.chains, bool)
+    for name in result.target.names:
+      m = result.mean[name].reshape(result.chains, -1)
+      v = result.variance[name].reshape(result.chains, -1)
+      center, spread = np.median(m, axis=0), np.sqrt(np.median(v, axis=0))
+      z = np.abs(m - center) / np.where(spread > 0, spread, np.inf)
+      hit = undecided & np.any(z > 5., axis=1)
+      undecided &= ~hit
+      frozen_below = 0.01 * np.median(v, axis=0)
+      for c in np.flatnonzero(hit):
+        j = int(np.argmax(z[c]))
+        label = name + (f"[{j}]" if m.shape[1] > 1 else "")
+        far[c] = (f"{label} mean {m[c, j]:.3g} against {center[j]:.3g} in the other chains",
+                  bool(v[c, j] < frozen_below[j]))
+    for c, words in stretches_far_below(result.sample_stats.get("log_prob")).items():
+      far.setdefault(c, (words, False))
+  out = []
+  for c in sorted(set(np.flatnonzero(low_accept | divergent).tolist()) | set(far)):
+    reasons = []
+    if low_accept[c]:
+      reasons.append(f"acceptance {result.chain_accept[c]:.2f}")
+    if divergent[c]:
+      reasons.append(f"{100 * result.chain_divergent[c]:.0f}% of transitions divergent")
+    where, frozen = far.get(c, (None, False))
+    kind = "stuck" if reasons or frozen else "apart"
+    out.append((int(c), kind, ", ".join(reasons + ([where] if where else []))))
+  return out
+
+
+def notes(result, rows, keys):
+  """The summary's warnings: stuck and apart chains, R-hat, bulk ESS,
+  divergences, saturated trees, E-BFMI.  ``rows``: ``(label, statistics)``
+  of the checked scalars; ``keys``: their ``(name, index)``."""
+  said = []
+  found = stuck_chains(result)
+  for kind, one, many, advice in (
+      ("stuck", "is stuck", "are stuck",
+       "it never left a region where the density is very steep, so its draws are not from "
+       "the posterior; sample with per-chain adaptation (pooled=None, the default), longer "
+       "warmup, or init= values inside the posterior's bulk."),
+      ("apart", "sampled apart from the others", "sampled apart from the others",
+       "the posterior may be multimodal or the chains have not mixed; run longer or "
+       "reparameterize.")):
+    chains = [(c, reason) for c, k, reason in found if k == kind]
+    if len(chains) <= MAX_CHAIN_NOTES:
+      said += [f"Chain {c} {one} ({reason}): {advice}" for c, reason in chains]
+    else:  # one note, not one per chain: a million chains may hold thousands
+      first = ", ".join(str(c) for c, _ in chains[:MAX_CHAIN_NOTES])
+      said.append(f"{len(chains)} of {result.chains} chains ({first}, ...) {many} "
+                   f"(chain {chains[0][0]}: {chains[0][1]}): {advice}")
+  r_hat = np.array([r["r_hat"] for _, r in rows])
+  ess = np.array([r["ess_bulk"] for _, r in rows])
+  if np.any(r_hat > 1.01):
+    at = int(np.nanargmax(r_hat))
+    said.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have R-hat > 1.01 "
+                 f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + r_hat_advice(result, 
+                     r_hat[at], *keys[at]))
+  if np.any(ess < 100 * min(result.chains, 4)):
+    worst = rows[int(np.nanargmin(ess))][0]
+    said.append(f"{int(np.sum(ess < 100 * min(result.chains, 4)))} parameter(s) have bulk "
+                 f"ESS below {100 * min(result.chains, 4)} (worst: {worst}, "
+                 f"{np.nanmin(ess):.0f}); estimates are noisy: draw more.")
+  div = result.divergences
+  if div is not None and div.sum() > 0:
+    said.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
+                 "may be biased: raise target_accept (e.g. kernel=ed.mcmc.NUTS("
+                 "target_accept=0.95), or 0.99 for posteriors with strong curvature such "
+                 "as Gaussian-process length scales) or reparameterize (e.g. "
+                 "non-centered).")
+  depth = result.sample_stats.get("tree_depth")
+  max_depth = getattr(result.kernel, "max_tree_depth", None)
+  if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
+    said.append(f"{100 * np.mean(depth >= max_depth):.1f}% of transitions hit the "
+                 f"maximum tree depth {max_depth}; raise max_tree_depth.")
+  bfmi = result.ebfmi()
+  if bfmi is not None and np.any(bfmi < 0.3):
+    said.append(f"E-BFMI below 0.3 in {int(np.sum(bfmi < 0.3))} chain(s) "
+                 f"(min {np.min(bfmi):.2f}): the momentum resampling explores the energy "
+                 "poorly; reparameterize.")
+  return said
+
+
+def r_hat_advice(result, r_hat, name, index):
+  """What an R-hat above 1.01 means.  Split R-hat of chains that have
+  mixed is about sqrt(1 + 2 / n_eff), with n_eff the ESS of one chain from
+  its own autocorrelation (the half-chains' means vary as sd^2 / (n_eff /
+  2)): below 100 effective draws a chain, autocorrelation alone puts it
+  above 1.01 -- the case of many short chains, whose ESS in all may be
+  ample.  When R-hat is within what that gives (a factor 2 on R-hat^2 -
+  1), the warning says R-hat cannot tell; chains apart (each mixing well
+  on its own) give much more, and keep the plain warning."""
+  if result.draws is not None and result.num_draws >= 8:
+    x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
+    n_eff = float(np.mean(diagnostics.ess(x[:, None, :])))         # each chain alone
+    if r_hat ** 2 - 1 <= 2 * (2 / n_eff):
+      return (f"with {result.num_draws} draws per chain (ESS of one chain {n_eff:.0f}), "
+              "autocorrelation alone gives such an R-hat in chains that have mixed, so it "
+              "cannot tell whether they have: draw more per chain.")
+  return "the chains have not mixed: run longer or reparameterize."
