@@ -166,6 +166,8 @@ class MCMCResult:
     keep = set(select_names(names, var_names, filter_vars))
     columns = COLUMNS + (("hdi_low", "hdi_high") if hdi_prob is not None else ())
     for name in names:
+      if name in unchecked and name not in keep:
+        continue  # neither shown nor warned about: its statistics are not needed
       stats = self._stats(name)
       if hdi_prob is not None:
         if self.draws is None:
