@@ -89,3 +89,7 @@ def test_r_hat_of_many_short_mixed_chains_is_said_to_be_undecided(run):
   x[:, :500] += 1.5
   note = _r_hat_note(run, x)
   assert "have not mixed" in note, note
+  # Four long chains as autocorrelated (ESS ~50 a chain in 1,000 draws): they
+  # mix badly, and the plain warning stays.
+  long = _ar1(rng, 1000, 4, 0.95)
+  assert "have not mixed" in _r_hat_note(run, long)

@@ -8,8 +8,11 @@ import numpy as np
 from edward_lite.analysis import diagnostics
 from edward_lite.analysis.chains import stretches_far_below
 
-__all__ = ["stuck_chains", "notes", "r_hat_advice", "MAX_CHAIN_NOTES"]
+__all__ = ["stuck_chains", "notes", "r_hat_advice", "MAX_CHAIN_NOTES", "SHORT_CHAIN"]
 
+# Fewer draws a chain than this make a chain short for R-hat's 1.01 rule
+# (Vehtari et al. 2021 checked it with chains of 1,000 draws).
+SHORT_CHAIN = 500
 # Stuck or apart chains named one by one in the summary, up to this many.
 MAX_CHAIN_NOTES = 5
 
@@ -128,10 +131,12 @@ def r_hat_advice(result, r_hat, name, index):
   its own autocorrelation (the half-chains' means vary as sd^2 / (n_eff /
   2)): below 100 effective draws a chain, autocorrelation alone puts it
   above 1.01 -- the case of many short chains, whose ESS in all may be
-  ample.  When R-hat is within what that gives (a factor 2 on R-hat^2 -
-  1), the warning says R-hat cannot tell; chains apart (each mixing well
-  on its own) give much more, and keep the plain warning."""
-  if result.draws is not None and result.num_draws >= 8:
+  ample.  For such short chains (fewer than ``SHORT_CHAIN`` draws) with
+  R-hat within what autocorrelation gives (a factor 2 on R-hat^2 - 1), the
+  warning says R-hat cannot tell.  Chains apart (each mixing well on its
+  own) give much more, and long chains this autocorrelated (a funnel's:
+  ESS 12 a chain in 1,000 draws) mix badly: both keep the plain warning."""
+  if result.draws is not None and 8 <= result.num_draws < SHORT_CHAIN:
     x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
     n_eff = float(np.mean(diagnostics.ess(x[:, None, :])))         # each chain alone
     if r_hat ** 2 - 1 <= 2 * (2 / n_eff):
