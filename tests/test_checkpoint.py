@@ -1,5 +1,6 @@
 """Checkpoint / resume: a run killed with SIGKILL resumes bit-identically."""
 
+import json
 import os
 import signal
 import subprocess
@@ -103,3 +104,24 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
     ed.mcmc.sample(model_a, seed=2, **kwargs)
   with pytest.raises(ed.mcmc.CheckpointMismatchError, match="model"):
     ed.mcmc.sample(model_b, seed=1, **kwargs)
+
+
+@pytest.mark.slow
+def test_chunk_files_nest_arrays_by_kind_and_an_older_layout_is_refused(tmp_path):
+  ckpt = tmp_path / "ckpt"
+  kwargs = dict(chains=2, warmup=20, draws=20, seed=1, chunk_size=10, progress=False,
+                checkpoint_dir=str(ckpt))
+  result = ed.mcmc.sample(model_a, **kwargs)
+  with np.load(ckpt / "chunk_000000000010.npz") as warm:  # a warmup chunk: no draws kept
+    assert {"totals/accept_prob", "totals/n_grads", "warmup", "start"} <= set(warm.files)
+    assert not [k for k in warm.files if k.startswith("kept/")]
+  last = f"chunk_{result.warmup + 20:012d}.npz"
+  with np.load(ckpt / last) as chunk:
+    assert "kept/draws" in chunk.files and not chunk["warmup"]
+  meta = json.loads((ckpt / "meta.json").read_text())
+  assert meta["settings"]["checkpoint_layout"] == 2 and meta["settings"]["pooled"] == [
+      "bulk", True]
+  del meta["settings"]["checkpoint_layout"]  # as written before arrays were nested
+  (ckpt / "meta.json").write_text(json.dumps(meta))
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="settings.checkpoint_layout"):
+    ed.mcmc.sample(model_a, **kwargs)

@@ -512,6 +512,25 @@ def test_record_round_trips_arrays_per_chunk_and_scalars_as_json(tmp_path):
   assert [a.shape for a in loaded["arrays"]["x"]] == [(5, 2), (4, 2)]  # one per chunk, in order
 
 
+def test_record_round_trips_arrays_nested_by_kind(tmp_path):
+  with _open(tmp_path) as ckpt:
+    for step in (5, 9):  # the kind "kept" only in the second chunk
+      ckpt.save(step, ChunkRecord(
+          state=[np.zeros([2], np.float32)],
+          arrays={"totals": {"accept_prob": np.full([2], step), "a/b": np.ones([2])},
+                  **({"kept": {"x": np.ones([3, 2])}} if step == 9 else {}),
+                  "start": np.asarray(step)}, scalars={}))
+    loaded = ckpt.load()["arrays"]
+    with np.load(tmp_path / "chunk_000000000009.npz") as chunk:
+      assert sorted(chunk.files) == ["kept/x", "start", "totals/a/b", "totals/accept_prob"]
+    with pytest.raises(ValueError, match="no '/'"):
+      ckpt.save(10, ChunkRecord(state=[], arrays={"a/b": np.ones(1)}, scalars={}))
+  assert sorted(loaded) == ["kept", "start", "totals"]
+  assert [int(a[0]) for a in loaded["totals"]["accept_prob"]] == [5, 9]
+  assert len(loaded["totals"]["a/b"]) == 2 and len(loaded["kept"]["x"]) == 1
+  assert [int(a) for a in loaded["start"]] == [5, 9]
+
+
 def test_state_with_scalars_that_are_not_json_is_named(tmp_path):
   _finished(tmp_path)
   np.savez(tmp_path / "state.npz", step=np.asarray(5), n_state=np.asarray(0),

@@ -168,7 +168,10 @@ class Program:
 
   def initial_chunk_state(self, u, step_size, chains, pooled, rank, batch_size):
     """The ``ChunkState`` of a new run (one call instead of ~20 eager ops),
-    with the identity metric and ``rank`` columns of a low-rank part."""
+    with the identity metric and ``rank`` columns of a low-rank part.
+    ``pooled``: ``adaptation.pool_flags``' argument (a ``settings.Pooling``),
+    traced as a plain pair."""
+    pooled = adaptation.pool_flags(pooled)
     return self._call(self._initial_chunk_state_fn, u, step_size, chains, pooled, rank,
                       batch_size)
 

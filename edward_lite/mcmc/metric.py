@@ -16,7 +16,7 @@ those of the inverse metric ``A A^T`` in ``u``.  ``A`` is a ``Metric``:
 
 It starts as the identity (or, for kernels with gradients, from the
 gradients at the starting points) and is re-estimated during warmup
-(``adaptation``; ``sample`` says when).
+(``adaptation``; ``run.Run`` says when).
 """
 
 from typing import NamedTuple

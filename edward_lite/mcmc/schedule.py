@@ -18,14 +18,14 @@ The step size's dual averaging restarts at the end of the first window (the
 metric then leaves its start from the gradients).  With a low-rank or dense
 metric it then runs on to the end of warmup, as nutpie's does; with a
 diagonal one (asked for, or chosen because the curvature varies) it
-restarts again for the final window, as Stan's does (``sample`` decides at
+restarts again for the final window, as Stan's does (``run.Run`` decides at
 the marked restarts).  Restarted, a 50-iteration window ends with the
 average step size small: on a Gaussian-like posterior that costs a third
 longer trees (kidiq accepted 0.89 for a target of 0.8), where the curvature
 varies it keeps the divergences down (the latent Poisson GP: 13 at 8
 chains, 115 run on; RESULTS section 25).  An adaptive warmup (the default)
 ends at the first window end from ``MIN_WARMUP`` on (``Phase.late``) at
-which the metric has settled and the chains agree (``sample`` decides; it
+which the metric has settled and the chains agree (``run.Run`` decides; it
 also judges the curvature only at late window ends): the final window then
 follows at once (``end_warmup``), so the run is shorter than ``warmup +
 draws``.

@@ -12,7 +12,9 @@ A checkpoint directory holds
   compiled work; a run with a different model, data or settings refuses the
   directory (``CheckpointMismatchError``).
 * ``chunk_<step>.npz`` -- the arrays one chunk produced (draws, statistics,
-  ELBO values), written once, before the state that follows it;
+  ELBO values), written once, before the state that follows it; arrays
+  nested by kind (``{"totals": {"accept_prob": ...}}``) are stored under
+  ``kind/name``;
 * ``state.npz`` -- the run's state (chain positions, adaptation state,
   running moments; a fit's variational and optimizer variables), the number
   of steps done and the host's running scalars (counts, a diagnosis) as
@@ -272,8 +274,10 @@ class Checkpointer:
 
     Returns:
       dict with ``state`` (list of arrays, the run's flattened state),
-      ``step``, ``arrays`` (``{name: [one array per chunk]}``, the chunks'
-      ``ChunkRecord.arrays``) and ``scalars`` (the last ``ChunkRecord.scalars``).
+      ``step``, ``arrays`` (the chunks' ``ChunkRecord.arrays`` as ``{name:
+      [one array per chunk]}``, and ``{kind: {name: [one array per chunk]}}``
+      for those nested by kind) and ``scalars`` (the last
+      ``ChunkRecord.scalars``).
 
     Raises:
       CheckpointCorruptError: a file of the run is corrupt, truncated, foreign
@@ -301,15 +305,29 @@ class Checkpointer:
     arrays = {}
     for _, name in chunks:
       for key, array in self._read_npz(name).items():
-        arrays.setdefault(key, []).append(array)
+        kind, nested, rest = key.partition("/")
+        group = arrays.setdefault(kind, {}) if nested else arrays
+        entry = group.setdefault(rest if nested else key, []) if isinstance(group, dict) else None
+        if not isinstance(entry, list):
+          raise self._corrupt(name, f"holds '{kind}' both as an array and as a kind of arrays")
+        entry.append(array)
     return {"state": state, "step": step, "arrays": arrays, "scalars": scalars}
 
   # -- writing ------------------------------------------------------------------
 
   def save(self, step, record):
     """Writes the arrays of the chunk that ended at ``step`` and then the
-    state with its scalars (``record``, an ``engine.ChunkRecord``)."""
-    chunk = {key: np.asarray(value) for key, value in record.arrays.items()}
+    state with its scalars (``record``, an ``engine.ChunkRecord``; its
+    arrays by name, or a dict of them by kind, as ``kind/name``)."""
+    chunk = {}
+    for key, value in record.arrays.items():
+      if "/" in key:
+        raise ValueError(f"the name or kind of a checkpoint's arrays must have no '/'; got "
+                         f"{key!r}.")
+      if isinstance(value, dict):
+        chunk.update({f"{key}/{name}": np.asarray(v) for name, v in value.items()})
+      else:
+        chunk[key] = np.asarray(value)
     atomic_write(self._path(f"chunk_{step:012d}.npz"), lambda f: np.savez(f, **chunk))
     scalars = json.dumps(record.scalars, sort_keys=True).encode("utf-8")
     arrays = {f"s{i}": np.asarray(a) for i, a in enumerate(record.state)}

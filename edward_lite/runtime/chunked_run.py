@@ -34,8 +34,10 @@ class ChunkRecord(NamedTuple):
     state: list of arrays, the run's whole state after the chunk (replaces
       the previous one).
     arrays: dict ``name -> array`` that this chunk produced (draws, ELBO
-      values, per-chain totals); every chunk's are kept, and a resumed run
-      reads them back as ``name -> [one array per chunk]``.
+      values, per-chain totals), or ``kind -> {name -> array}`` for arrays
+      nested by kind (names and kinds without ``/``); every chunk's are
+      kept, and a resumed run reads them back with each array replaced by
+      ``[one array per chunk]``.
     scalars: JSON-able dict of the host's running values (counts, the first
       failure and its diagnosis); replaces the previous one.
   """
