@@ -39,9 +39,9 @@ def test_stuck_chain_medians_are_taken_once_per_parameter(run, monkeypatch):
   assert "x[1] mean" in found[0][2]
   # Three medians per parameter (means, variances, the frozen threshold),
   # whatever the number of chains (it was three per parameter and chain),
-  # and three for the stretches far below in log density (per-chain medians
-  # and their median, the median sd).
-  assert len(calls) == 3 * len(run.target.names) + 3
+  # and four for the stretches far below in log density (per-chain medians
+  # and their median, the median sd, the median chain's lowest stretch).
+  assert len(calls) == 3 * len(run.target.names) + 4
 
 
 def test_many_stuck_chains_make_one_note(run):

@@ -222,6 +222,35 @@ def test_no_stretch_is_far_below_in_stationary_chains_with_a_skewed_log_density(
   assert list(stretches_far_below(lp)) == [7]
 
 
+def _autocorrelated_chi2(rng, draws, chains, dim, phi):
+  """-chi^2_dim / 2 of AR(1) Gaussian components: a stationary log density
+  with a long left tail and autocorrelation time (1 + phi) / (1 - phi)."""
+  x = np.empty((draws, chains, dim))
+  x[0] = rng.normal(size=(chains, dim))
+  for t in range(1, draws):
+    x[t] = phi * x[t - 1] + np.sqrt(1 - phi ** 2) * rng.normal(size=(chains, dim))
+  return -0.5 * (x ** 2).sum(-1)
+
+
+def test_no_stretch_is_far_below_in_64_autocorrelated_stationary_chains():
+  """64 chains whose draws are autocorrelated (tau 19-65) with a long-tailed
+  log density: a block of 20 draws falls 5-7 sds below by chance (the
+  first rule named 12 chains in these 9 runs), and a one-block excursion
+  into the tail comes back; neither is named.  A stretch of 60 draws far
+  below is."""
+  from edward_lite.analysis.chains import stretches_far_below  # pylint: disable=import-outside-toplevel
+  for seed in range(3):
+    rng = np.random.default_rng(seed)
+    for dim, phi in ((1, 0.9), (4, 0.97), (10, 0.95)):
+      lp = _autocorrelated_chi2(rng, 1000, 64, dim, phi)
+      assert stretches_far_below(lp) == {}, (seed, dim, phi)
+  spread = np.median(lp.std(axis=0))
+  lp[300:320, 5] -= 6 * spread  # one block: an excursion into the tail
+  assert stretches_far_below(lp) == {}
+  lp[500:560, 9] -= 8 * spread  # three blocks: a stretch in a mode far below
+  assert list(stretches_far_below(lp)) == [9]
+
+
 def test_a_chain_in_a_mode_of_negligible_mass_is_told_apart_from_a_wider_one():
   """``restarts.far_below`` on a window of 8 chains at dimension 8 (the
   Lotka-Volterra case: log density sd 2): a chain 45 below the median with

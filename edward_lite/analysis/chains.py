@@ -108,20 +108,29 @@ def split_chains(x):
 
 
 FAR_BELOW = 5.  # a stretch's mean log density this many typical sds below the chains' is far
+TAIL_FACTOR = 3.  # ... and this many times as far below as the median chain's lowest stretch
 
 
 def stretches_far_below(log_prob):
   """Chains with a stretch of draws far below the others' log density.
 
   ``log_prob``: ``[S, C]`` (None without kept draws).  The draws are cut into
-  blocks of ``max(20, S // 50)``; a block whose mean log density is more than
-  ``FAR_BELOW`` median within-chain sds below the median of the chains'
-  median log densities is far below.  At stationarity a block mean deviates
-  by about ``sd / sqrt(block ESS)``, so this does not happen by chance; a
-  chain that spent the stretch in a minor mode (Lotka-Volterra on the lynx
-  and hare data: one of 8 chains began sampling 45 nats below, sd 2, for 69
-  draws, and the rate parameters' sds came out 15% too large with R-hat
-  1.003) or still arriving from a far start does.  Needs 3 or more chains.
+  blocks of ``max(20, S // 50)``; a block is far below when its mean log
+  density lies below the median of the chains' median log densities by
+  more than both ``FAR_BELOW`` median within-chain sds and ``TAIL_FACTOR``
+  times the median over chains of each chain's lowest block, in two blocks
+  in a row (or one block twice as far).  The second
+  bound is how low a block goes by chance in this run: with autocorrelated
+  draws a block of 20 is worth a few draws, and the log density's left tail
+  is long, so at 64 stationary chains (GARCH(1,1), an autocorrelated
+  -chi^2 / 2) some block fell 5-7 sds below on its own; and a brief
+  excursion into the tail makes one low block (GARCH, 64 chains: one block
+  8.8 nats below, 5.5 sds, 4.2 times the median chain's lowest; the next
+  blocks back with the others).  A chain that spent
+  the stretch in a minor mode (Lotka-Volterra on the lynx and hare data: one
+  of 8 chains began sampling 45 nats below, sd 2, for 69 draws, and the rate
+  parameters' sds came out 15% too large with R-hat 1.003) or still
+  arriving from a far start lies far beyond both.  Needs 3 or more chains.
 
   Returns:
     dict chain -> reason.
@@ -140,9 +149,17 @@ def stretches_far_below(log_prob):
   blocks = draws // block
   means = log_prob[:blocks * block].reshape(blocks, block, chains).mean(axis=1)  # [blocks, C]
   below = center - means
+  # Each chain's lowest block: in stationary chains these are draws of one
+  # extreme-value distribution, whose median says how low a block goes by
+  # chance in this run (autocorrelation and a long left tail included).
+  threshold = max(FAR_BELOW * spread, TAIL_FACTOR * np.median(below.max(axis=0)))
+  far = below > threshold
+  # A stretch lasts: two blocks in a row, or one block twice as far below (a
+  # single block is also what one excursion into the tail makes).
+  lasting = np.any(far[1:] & far[:-1], axis=0) | np.any(below > 2 * threshold, axis=0)
   out = {}
-  for c in np.flatnonzero(np.any(below > FAR_BELOW * spread, axis=0)):
-    hits = np.flatnonzero(below[:, c] > FAR_BELOW * spread)
+  for c in np.flatnonzero(lasting):
+    hits = np.flatnonzero(far[:, c])
     first, last = hits[0] * block, (hits[-1] + 1) * block - 1
     out[int(c)] = (f"draws {first}-{last} at a mean log density {below[hits, c].max():.3g} "
                    f"below the chains' median (typical sd {spread:.2g})")
