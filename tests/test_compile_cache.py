@@ -34,6 +34,7 @@ RUN = ("import numpy as np, edward_lite as ed\n"
 ALL_FUNCTIONS = "['run_chunk', 'value_and_gradient']"
 
 
+@pytest.mark.slow
 def test_a_second_process_loads_the_executable_quietly_and_draws_the_same(tmp_path):
   cache = tmp_path / "cache"
   env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", "ED_VERBOSE",
@@ -174,6 +175,7 @@ USER_FUNCTION = ("import sys, edward_lite, tensorflow as tf\n"
                  "print(float(f(tf.linspace(0., 3., 7))))\n")
 
 
+@pytest.mark.slow
 def test_a_users_own_compiled_function_shares_the_cache_or_stays_out_of_it(tmp_path):
   """The cache is process-wide (TensorFlow reads its flag once): a script's own
   ``jit_compile`` function is cached too and gives the same value when loaded;

@@ -316,6 +316,7 @@ def _mixture_grid_means(y):
 
 @pytest.mark.parametrize("kernel,chains,draws", [("hmc", 4, 1000), ("chees", 32, 300),
                                                  ("rwmh", 64, 1000)])
+@pytest.mark.slow
 def test_every_kernel_samples_a_model_with_summed_out_assignments(kernel, chains, draws):
   y = _mixture_data()
   exact = _mixture_grid_means(y)

@@ -222,6 +222,7 @@ def test_nuts_rounds_with_many_chains():
   np.testing.assert_allclose(streamed.variance["x"], x.var(axis=0, ddof=1), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_warmup_in_rounds_tunes_the_step_size_as_lockstep(monkeypatch):
   """From ``WARMUP_ROUNDS_MIN_CHAINS`` chains NUTS's warmup runs in rounds,
   one step-size update per round on each chain's harmonic mean acceptance

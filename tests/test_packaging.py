@@ -101,6 +101,7 @@ TF_LOG_LINE = re.compile(r"^(?:[IWEF]\d{4} \d\d:\d\d:\d\d|WARNING: All log messa
                          re.M)
 
 
+@pytest.mark.slow
 def test_the_readmes_first_snippet_runs_verbatim():
   # Run as a user would (no log settings of ours): it imports edward_lite
   # before tensorflow, as the Quick start says, so no TensorFlow log line shows.

@@ -53,6 +53,7 @@ def _stuck_start():
   return init
 
 
+@pytest.mark.slow
 def test_a_stuck_chain_is_moved_in_warmup_and_named_without_it():
   """One chain started where sigma is tiny.  Without warmup it never moves
   (the step size suits the others) and the summary names it; with warmup,

@@ -306,6 +306,7 @@ def test_minibatch_errors():
     ed.vi.fit(local_latents, X_REG, observed={"y": Y_REG}, batch_size=10, steps=1)
 
 
+@pytest.mark.slow
 def test_warm_start_stage_is_the_mean_field_fit_of_its_steps():
   # A full-rank fit starts where a separate mean-field fit of warm_start
   # steps ends (same seed); its first step, at a negligible learning rate,
