@@ -1,6 +1,8 @@
 """Default adaptation on models that froze a chain under one pooled step
 size (issue 17), against analytic answers."""
 
+import warnings
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -275,3 +277,11 @@ def test_a_chain_in_a_mode_of_negligible_mass_is_told_apart_from_a_wider_one():
   assert not restarts.far_below({k: v[:2] for k, v in window.items()}, n, volumes[:2], 8).any()
   window["log_prob"][0] = -np.inf
   assert not restarts.far_below(window, n, volumes, 8).any()
+  # A coordinate that did not move in float32 moments: a finite volume, no
+  # NumPy warning (float32's floor of 1e-300 was 0, and its log warned).
+  flat = adaptation.WelfordState(np.float32(n), np.zeros((8, 8), np.float32),
+                                 (var * (n - 1)).astype(np.float32))
+  flat.m2[3, 4] = 0.
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    assert np.all(np.isfinite(restarts.log_volumes(flat)))

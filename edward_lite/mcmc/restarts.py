@@ -56,7 +56,7 @@ def log_volumes(moments):
   window (``moments``: a ``WelfordState`` with ``m2`` ``[C, D]`` or ``[C, D,
   D]``), the log of the volume a chain's draws spread over, up to a
   constant."""
-  m2 = np.asarray(moments.m2)
+  m2 = np.asarray(moments.m2, np.float64)  # float32's 1e-300 is 0: log(0) warned
   if m2.ndim == 3:
     m2 = np.diagonal(m2, axis1=1, axis2=2)
   var = m2 / max(float(np.asarray(moments.count)) - 1., 1.)
