@@ -11,8 +11,10 @@ of the ELBO stable enough for a plain Adam step).  With ``batch_size=B`` the
 observed data is subsampled without replacement each step and the
 likelihood scaled by ``N / B``, which keeps the ELBO estimate unbiased.
 
-The fit is a list of stages (``stages.py``): for a full-rank or flow
-family a mean-field warm start first, then the family itself.  Each stage
+The call's settings are checked once (``settings.py``: ``FitSettings``,
+the checkpoint's identity and the result's settings).  The fit is a list
+of stages (``stages.py``): for a full-rank or flow family a mean-field
+warm start first, then the family itself.  Each stage
 runs compiled chunks of ``chunk_size`` steps (``elbo.py``) under the host
 loop shared with ``ed.mcmc.sample`` (``engine.py``): progress, the
 relative-ELBO-change stopping rule, checkpoints.  Step ``t`` uses the
@@ -26,28 +28,27 @@ import warnings
 
 import numpy as np
 import tensorflow as tf
-import tf_keras
 
-from edward_lite.distribute.strategies import resolve
 from edward_lite.checks import arguments
 from edward_lite.language import tracing
 from edward_lite.runtime import fingerprints, seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.model.init_values import MODES as INIT_MODES
-from edward_lite.model.init_values import PartialInit, complete, describe_init, parse_init
+from edward_lite.model.init_values import PartialInit, complete, parse_init
 from edward_lite.model.target import make_target
 from edward_lite.vi import minibatch as minibatch_lib
 from edward_lite.vi import families, fit_check
 from edward_lite.vi.families import get_family
 from edward_lite.vi.elbo_diagnosis import check_finite_start
 from edward_lite.vi.results import VIResult
+# DEFAULT_CHUNK: still importable from here.
+from edward_lite.vi.settings import (  # pylint: disable=unused-import
+    DEFAULT_CHUNK, FitSettings, make_optimizer)
 from edward_lite.vi.start import elbo_start
 from edward_lite.vi.stages import NonFiniteELBOError, Problem, Stage, restore, run_stage
-from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate, is_variational_program
+from edward_lite.vi.surrogates import FlatSurrogate, ProgramSurrogate
 
 __all__ = ["fit", "NonFiniteELBOError"]
-
-DEFAULT_CHUNK = 100
 
 
 @closes_checkpoints
@@ -138,109 +139,64 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     (``fit_check.py``).
   """
   arguments.check_model_kwargs(model, kwargs, fit, "ed.vi.fit")
-  integer = arguments.check_integer
-  steps, seed = integer("steps", steps, 1), integer("seed", seed, 0)
-  chunk = integer("chunk_size", chunk_size, 1) if chunk_size is not None else DEFAULT_CHUNK
-  if on_nonfinite not in ("skip", "stop"):
-    raise ValueError(f"on_nonfinite must be 'skip' or 'stop'; got {on_nonfinite!r}.")
-  arguments.check_call_settings(observed=observed, callback=callback, stl=stl,
-                                jit_compile=jit_compile)
-  arguments.check_positive("init_radius", init_radius)
-  if not isinstance(program_args, (tuple, list)):
-    raise TypeError(f"program_args must be a tuple of the variational program's positional "
-                    f"arguments; got {type(program_args).__name__}.")
-  if program_kwargs is not None and not isinstance(program_kwargs, dict):
-    raise TypeError(f"program_kwargs must be a dict or None; got "
-                    f"{type(program_kwargs).__name__}.")
-  if tol is not None:
-    arguments.check_positive("tol", tol, "a positive number or None")
-  strategy = resolve(strategy, parallel)
-  if strategy is not None:
-    replicas = strategy.num_replicas_in_sync
-    if parallel == "data" and batch_size is not None and batch_size % replicas:
-      raise ValueError(f"A data-parallel minibatch must split evenly across the {replicas} "
-                       f"replicas; batch_size={batch_size} is not a multiple of {replicas}.")
+  settings = FitSettings.from_call(
+      family=family, steps=steps, samples=samples, seed=seed, optimizer=optimizer,
+      learning_rate=learning_rate, stl=stl, batch_size=batch_size, dataset=dataset,
+      num_examples=num_examples, tol=tol, init=init, init_radius=init_radius,
+      warm_start=warm_start, on_nonfinite=on_nonfinite, chunk_size=chunk_size,
+      progress=progress, checkpoint_dir=checkpoint_dir, jit_compile=jit_compile,
+      callback=callback, program_args=program_args, program_kwargs=program_kwargs,
+      strategy=strategy, parallel=parallel, dtype=dtype, observed=observed)
   target, batches = target_and_batches(model, args, kwargs, observed, batch_size, dataset,
                                         num_examples, dtype)
+  settings = settings.for_family(batches)
+  fam = settings.fam
 
-  program = is_variational_program(family)
-  fam = None if program else get_family(family)
-  if samples is None:
-    samples = 32 if program else fam.default_samples
-  samples = integer("samples", samples, 1)
-  if strategy is not None and parallel == "chains" and samples % replicas:
-    raise ValueError(f"parallel='chains' splits the samples of each step across the "
-                     f"{replicas} replicas; samples={samples} is not a multiple of {replicas}.")
-  if stl and program:
-    raise ValueError("stl=True needs a flat family; a variational program cannot hold its "
-                     "parameters fixed in its density.")
-  if stl and not fam.cheap_density:
-    raise ValueError(f"stl=True needs the density of the family at its own draws with the "
-                     f"parameters held fixed, which '{fam.name}' computes in D sequential "
-                     "passes; use 'realnvp' or stl=False.")
-
-  seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
-  if warm_start is None:
-    warm_start = 0 if program or isinstance(fam, families.MeanField) else min(500, steps)
-  warm_start = arguments.check_integer("warm_start", warm_start, 0)
-  optimizer = _optimizer(optimizer, learning_rate,
-                         0.01 if program else fam.default_learning_rate, steps)
-  if isinstance(init, str) and init == "auto" and dataset is not None:
-    init = "uniform"  # the full data is not at hand for the search
-  init_loc = None if program else _initial_loc(target, init, init_radius, seed_t, fam)
-  check_finite_start(target, init_loc, init_radius, seed_t)
+  seed_t = tf.constant(seeds.seed_pair(settings.seed), tf.int32)
+  init_loc = (None if settings.program
+              else _initial_loc(target, settings.init, settings.init_radius, seed_t, fam))
+  check_finite_start(target, init_loc, settings.init_radius, seed_t)
 
   ckpt, resumed = None, None
-  if checkpoint_dir:
+  if settings.checkpoint_dir:
     fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
                                           tracing.active_tracers())
-    ckpt = Checkpointer(checkpoint_dir, fingerprint, dict(
-        family=_describe_family(family, fam), steps=steps, samples=samples, seed=seed,
-        learning_rate=learning_rate, stl=stl, batch_size=batch_size, tol=tol,
-        dataset=None if dataset is None else [repr(dataset.element_spec), batches.num_examples],
-        init=describe_init(init), warm_start=warm_start,
-        optimizer=_describe(optimizer), chunk_size=chunk, jit_compile=bool(jit_compile)))
+    ckpt = Checkpointer(settings.checkpoint_dir, fingerprint, settings.checkpoint_settings())
     resumed = ckpt.load()
 
   problem = Problem(model=model, target=target, batches=batches, seed=seed_t,
-                    strategy=strategy, parallel=parallel, jit_compile=jit_compile)
-  if program:
-    surrogate = ProgramSurrogate(family, target, program_args, program_kwargs)
+                    strategy=settings.strategy, parallel=settings.parallel,
+                    jit_compile=settings.jit_compile)
+  if settings.program:
+    surrogate = ProgramSurrogate(settings.family, target, settings.program_args,
+                                 settings.program_kwargs)
   else:
     loc, scale = init_loc, None
-    if warm_start and not isinstance(fam, families.MeanField) and resumed is None:
-      loc, scale = _warm_start(problem, init_loc, warm_start, chunk, progress)
+    if settings.warm_start and not isinstance(fam, families.MeanField) and resumed is None:
+      loc, scale = _warm_start(problem, init_loc, settings.warm_start, settings.chunk_size,
+                               settings.progress)
     surrogate = FlatSurrogate(fam, target, loc, scale)
-  optimizer.build(surrogate.variables)
-  stage = Stage(label="fitting", surrogate=surrogate, optimizer=optimizer, steps=steps,
-                samples=samples, stl=stl, tol=tol, on_nonfinite=on_nonfinite, chunk=chunk,
-                progress=progress, checkpointer=ckpt, callback=callback)
+  settings.optimizer.build(surrogate.variables)
+  stage = Stage(label="fitting", surrogate=surrogate, optimizer=settings.optimizer,
+                steps=settings.steps, samples=settings.samples, stl=settings.stl,
+                tol=settings.tol, on_nonfinite=settings.on_nonfinite, chunk=settings.chunk_size,
+                progress=settings.progress, checkpointer=ckpt, callback=settings.callback)
   start, trace = 0, None
   if resumed is not None:
-    start, trace = resumed["step"], restore(stage, resumed, batches, checkpoint_dir)
+    start, trace = resumed["step"], restore(stage, resumed, batches, settings.checkpoint_dir)
   out = run_stage(stage, problem, start, trace)
   if out.nonfinite:
     _warn_skipped(out)
   full_log_prob = None
-  if dataset is not None:
+  if settings.dataset is not None:
     full_log_prob = batches.full_log_prob_fn(surrogate.model_log_prob, target)
-  result = VIResult(target=target, surrogate=surrogate, family=fam or family,
-                  full_log_prob=full_log_prob,
-                  elbo=out.elbo, steps=out.steps, samples=samples, converged=out.converged,
-                  nonfinite=out.nonfinite, timings=out.timings, seed=seed, settings=dict(
-                      family=_describe_family(family, fam), steps=steps, samples=samples,
-                      seed=seed, learning_rate=learning_rate, stl=bool(stl),
-                      batch_size=batch_size, tol=tol,
-                      init=init if isinstance(init, str) else "dict",
-                      init_radius=float(init_radius), warm_start=warm_start,
-                      on_nonfinite=on_nonfinite, chunk_size=chunk,
-                      jit_compile=bool(jit_compile), optimizer=_describe(optimizer),
-                      dtype=None if dtype is None else tf.as_dtype(dtype).name,
-                      dataset=dataset is not None,
-                      num_examples=getattr(batches, "num_examples", None),
-                      strategy=None if strategy is None else type(strategy).__name__,
-                      parallel=parallel))
-  if dataset is None:
+  result = VIResult(target=target, surrogate=surrogate, family=fam or settings.family,
+                    full_log_prob=full_log_prob,
+                    elbo=out.elbo, steps=out.steps, samples=settings.samples,
+                    converged=out.converged,
+                    nonfinite=out.nonfinite, timings=out.timings, seed=settings.seed,
+                    settings=settings.result_settings())
+  if settings.dataset is None:
     fit_check.warn_if_untrusted(result)
   return result
 
@@ -267,28 +223,12 @@ def target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_e
   return target, batches
 
 
-def _optimizer(optimizer, learning_rate, default_rate, steps):
-  """``optimizer`` checked, or Adam at ``learning_rate`` (default
-  ``default_rate``) with cosine decay to a hundredth over ``steps``."""
-  if optimizer is None:
-    rate = learning_rate if learning_rate is not None else default_rate
-    if isinstance(rate, bool) or not isinstance(rate, (int, float, np.integer, np.floating)) \
-        or not (np.isfinite(rate) and rate > 0):
-      raise ValueError(f"learning_rate must be a positive number; got {rate!r}.")
-    return tf_keras.optimizers.Adam(tf_keras.optimizers.schedules.CosineDecay(
-        rate, decay_steps=steps, alpha=0.01))
-  if not _is_keras_optimizer(optimizer):
-    raise TypeError(f"optimizer must be a Keras optimizer (tf_keras.optimizers.Adam(...) or "
-                    f"keras.optimizers.Adam(...)); got {type(optimizer).__name__}.")
-  return optimizer
-
-
 def _warm_start(problem, init_loc, steps, chunk, progress):
   """``(loc, scale)`` ``[D]`` after ``steps`` of mean-field ADVI from
   ``init_loc``, with the mean-field defaults (samples, learning rate)."""
   mean_field = get_family("meanfield")
   surrogate = FlatSurrogate(mean_field, problem.target, init_loc)
-  optimizer = _optimizer(None, None, mean_field.default_learning_rate, steps)
+  optimizer = make_optimizer(None, None, mean_field.default_learning_rate, steps)
   optimizer.build(surrogate.variables)
   out = run_stage(Stage(label="warm start", surrogate=surrogate, optimizer=optimizer,
                         steps=steps, samples=mean_field.default_samples, stl=False, tol=None,
@@ -327,25 +267,3 @@ def _initial_loc(target, init, radius, seed, fam):
   draws = target.sample_prior(101, seeds.stream(seed, "vi_prior_start"))
   u = target.flatten(target.unconstrain(draws)).numpy()
   return np.median(u, axis=0).astype(dtype)
-
-
-def _is_keras_optimizer(optimizer):
-  if isinstance(optimizer, tf_keras.optimizers.Optimizer):
-    return True
-  try:
-    import keras  # pylint: disable=g-import-not-at-top
-  except ImportError:
-    return False
-  return isinstance(optimizer, keras.optimizers.Optimizer)
-
-
-def _describe_family(family, fam):
-  if fam is not None:
-    return fam.settings()
-  return getattr(family, "__qualname__", repr(family))
-
-
-def _describe(optimizer):
-  config = optimizer.get_config()
-  return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
-          for k, v in config.items()}
