@@ -30,7 +30,7 @@ from tensorflow.python.eager import context  # pylint: disable=g-direct-tensorfl
 
 from edward_lite.checks import arguments
 from edward_lite.distribute.strategies import resolve
-from edward_lite.runtime import console, fingerprints, seeds
+from edward_lite.runtime import console, content_hash, fingerprints, seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
 from edward_lite.vi import amortized, train_step
@@ -238,7 +238,7 @@ def _describe(optimizer):
 def _code(fn):
   code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
   # pylint: disable-next=protected-access
-  return fingerprints._code_summary(code)[0] if code is not None else repr(type(fn))
+  return content_hash.code_summary(code)[0] if code is not None else repr(type(fn))
 
 
 def _fingerprint(model, guide, first, dataset):
