@@ -38,6 +38,7 @@ import edward_lite as ed  # first: it imports TensorFlow without its start-up lo
 import tensorflow as tf  # pylint: disable=g-bad-import-order
 import tensorflow_probability as tfp  # pylint: disable=g-bad-import-order
 
+import posteriordb_models as pdb  # pylint: disable=g-bad-import-order
 import zoo  # pylint: disable=g-bad-import-order
 
 tfd = tfp.distributions
@@ -906,7 +907,6 @@ def _register_posteriordb(name, stan):
   """A posteriordb posterior as a battery model: its reference is a long Stan
   run, so each ``(mean, sd)`` comes with its own MCSEs (``agreement``).  In CI
   through ``tests/test_posteriordb.py``; here at every chain count and seed."""
-  import posteriordb_models as pdb  # pylint: disable=import-outside-toplevel
   posterior = functools.lru_cache(maxsize=None)(lambda: pdb.load(name))
   register(
       name="pdb_" + name, stan=stan, program=posterior().program,
@@ -937,14 +937,6 @@ def _labels(value):
   return [(i, "[" + ",".join(map(str, i)) + "]") for i in np.ndindex(*value.shape)]
 
 
-def mcse_sd(x):
-  """MCSE of the sd of draws ``x`` ``[draws, chains]`` (the ``posterior``
-  R package's: the ESS of the squared deviations)."""
-  d2 = (x - x.mean())**2
-  ess = float(ed.diagnostics.ess(d2))
-  return np.sqrt(np.var(d2, ddof=1) / ess) / (2 * np.sqrt(np.mean(d2)))
-
-
 def scalars(values):
   """``{label: [draws, chains]}``: every scalar of ``values`` ``{name: [draws,
   chains, ...]}``, labelled as the rows of ``agreement`` (``name[i,j]``)."""
@@ -965,6 +957,7 @@ def agreement(model, draws):
     values = np.asarray(values, np.float64)
     mcse = np.asarray(ed.diagnostics.mcse_mean(values))
     for index, suffix in _labels(mean_ref):
+      at = lambda v: np.asarray(v)[index] if np.ndim(v) else v  # pylint: disable=cell-var-from-loop
       x = values[(slice(None), slice(None)) + index]
       label = name + suffix
       zm = (x.mean() - mean_ref[index]) / np.hypot(np.asarray(mcse)[index], mcse_ref)
@@ -973,7 +966,8 @@ def agreement(model, draws):
                  ref_sd=sd_ref[index], sd_ratio=sd / sd_ref[index])
       z_mean.append(abs(zm))
       if model.check_sd is None or name in model.check_sd:
-        row["z_sd"] = (sd - sd_ref[index]) / np.hypot(mcse_sd(x), mcse_sd_ref)
+        ref_mcse_sd = pdb.reference_mcse_sd(sd_ref[index], at(mcse_ref), at(mcse_sd_ref), x)
+        row["z_sd"] = (sd - sd_ref[index]) / np.hypot(pdb.mcse_sd(x), ref_mcse_sd)
         z_sd.append(abs(row["z_sd"]))
         ratios.append(row["sd_ratio"])
       rows.append(row)

@@ -42,3 +42,18 @@ def test_arma_on_real_data_strands_no_chain_at_8_chains():
   """Seed 0 at 8 chains started a chain at theta = 1.25, whose log density
   overflows: warmup moves it to a healthy chain's state (``restarts``)."""
   _check("arma", chains=8, seed=0)
+
+
+def test_a_references_sd_error_is_its_own_or_from_its_ess_and_the_kurtosis():
+  # arma11's reference gives no MCSE of its sd: it is derived from the
+  # reference's ESS and the checked draws' kurtosis, and must match the sd of
+  # the sd over repeated samples of ESS independent draws, computed here by
+  # simulation, for a Gaussian (kurtosis 3) and a Laplace (kurtosis 6).
+  rng = np.random.default_rng(0)
+  n, reps = 1000, 4000
+  for draw, sd_true in [(rng.standard_normal, 1.), (rng.laplace, np.sqrt(2.))]:
+    spread = np.std([draw(size=n).std(ddof=1) for _ in range(reps)])  # sd of the sd over samples
+    derived = pdb.reference_mcse_sd(sd_true, sd_true / np.sqrt(n), 0., draw(size=200_000))
+    np.testing.assert_allclose(derived, spread, rtol=0.06)
+  assert pdb.reference_mcse_sd(1., 0.01, 0.003, rng.standard_normal(100)) == 0.003  # its own
+  assert pdb.reference_mcse_sd(1., 0., 0., rng.standard_normal(100)) == 0.  # an exact reference
