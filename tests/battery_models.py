@@ -960,7 +960,7 @@ def agreement(model, draws):
       at = lambda v: np.asarray(v)[index] if np.ndim(v) else v  # pylint: disable=cell-var-from-loop
       x = values[(slice(None), slice(None)) + index]
       label = name + suffix
-      zm = (x.mean() - mean_ref[index]) / np.hypot(np.asarray(mcse)[index], mcse_ref)
+      zm = (x.mean() - mean_ref[index]) / np.hypot(np.asarray(mcse)[index], at(mcse_ref))
       sd = x.std(ddof=1)
       row = dict(label=label, mean=x.mean(), ref_mean=mean_ref[index], z_mean=zm, sd=sd,
                  ref_sd=sd_ref[index], sd_ratio=sd / sd_ref[index])
