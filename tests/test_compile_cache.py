@@ -106,7 +106,7 @@ def test_loaded_programs_draw_what_the_traced_ones_draw(programs, monkeypatch):
   assert loaded == [] and not programs.exists() and len(called) == 2
   monkeypatch.setenv("ED_PROGRAM_CACHE", "1")
   first, loaded, _ = _run("nuts")  # traced, saved, and run as loaded back
-  assert loaded == [] and len([p for p in programs.iterdir() if p.is_dir()]) == len(called)
+  assert loaded == [] and len(list(programs.glob("*.program"))) == len(called)
   second, loaded, _ = _run("nuts")
   assert loaded == called
   np.testing.assert_array_equal(first, traced)
@@ -115,8 +115,8 @@ def test_loaded_programs_draw_what_the_traced_ones_draw(programs, monkeypatch):
 
 def test_a_damaged_entry_is_traced_again_and_rewritten(programs):
   first, _, called = _run("rwmh")
-  for saved in programs.glob("*/saved_model.pb"):
-    saved.write_bytes(b"not a SavedModel")
+  for saved in programs.glob("*.program"):
+    saved.write_bytes(b"not a kept program")
   again, loaded, _ = _run("rwmh")
   assert loaded == []
   third, loaded, _ = _run("rwmh")
@@ -124,7 +124,7 @@ def test_a_damaged_entry_is_traced_again_and_rewritten(programs):
   np.testing.assert_array_equal(again, first)
   np.testing.assert_array_equal(third, first)
   _, loaded, _ = _run("rwmh", scale=0.6)  # other data: another program
-  assert loaded == [] and len([p for p in programs.iterdir() if p.is_dir()]) == 2 * len(called)
+  assert loaded == [] and len(list(programs.glob("*.program"))) == 2 * len(called)
 
 
 def test_a_program_reading_a_variable_is_not_kept(programs):

@@ -153,7 +153,7 @@ class Program:
     if loaded is not None:
       self.loaded.append(self._names[fn])
       return loaded
-    return program_cache.save_and_load(name, fn.get_concrete_function(*args))
+    return program_cache.keep(name, fn.get_concrete_function(*args), args)
 
   def run_chunk(self, state, inputs, capacity):
     """The compiled ``chunk.run_chunk`` of this target and kernel."""

@@ -4,8 +4,9 @@ Before a compiled function runs, Python traces it into a TensorFlow graph
 (for a NUTS chunk: the sampler's loops around the model's vectorized
 density and gradient, 1.5-2.5 s for eight schools) and XLA compiles the
 graph.  ``compile_cache`` keeps XLA's executables; this module keeps the
-traced graphs, as SavedModels of the concrete functions, so that a new
-process running a program it ran before skips the trace as well.
+traced graphs, as the function libraries of the concrete functions
+(``kept_function``), so that a new process running a program it ran before
+skips the trace as well.
 
 A program is found by a key of what its trace depends on:
 
@@ -17,48 +18,33 @@ A program is found by a key of what its trace depends on:
   version, and the version of every imported package that has one
   (TensorFlow, TensorFlow Probability, NumPy, and whatever a model calls).
 
-Any change gives another key, never a stale program.  A trace is saved once
-and then loaded back and used from the first call on, so the XLA executable
-compiled in the first process is the one later processes load (a loaded
-graph's functions are renamed, and TensorFlow keys executables by name).
+Any change gives another key, never a stale program.  A trace is kept once
+and run in its kept form from the first call on, under names tagged with
+the entry's key, so the XLA executable compiled in the first process is the
+one later processes find (TensorFlow keys executables by function name).
 
 The programs live in ``programs/`` inside the compile cache's folder (see
 ``compile_cache``): off when that is off.  A function that reads a ``tf.Variable``
 or another resource, calls Python (``tf.py_function``), or captures more
-than ``MAX_CAPTURED_BYTES`` of data is not kept.  Writes go to a temporary
-folder renamed into place, so concurrent processes and interrupted writes leave
-either a whole entry or none; an entry that fails to load is ignored and
-replaced.  ``ED_PROGRAM_CACHE=0`` turns this cache off and keeps XLA's.
+than ``MAX_CAPTURED_BYTES`` of data is not kept.  An entry is one file
+(``<key>.program``, a pickle: open only a cache folder you trust, as with
+any saved program); writes go to a temporary file renamed into place, so
+concurrent processes and interrupted writes leave either a whole entry or
+none; an entry that fails to load is ignored and replaced.  ``ED_PROGRAM_CACHE=0`` turns this cache off and keeps XLA's.
 """
 
-import collections
 import functools
 import hashlib
-import itertools
 import json
-import logging
 import os
-import shutil
+import pickle
 import sys
 import tempfile
 
-import tensorflow as tf
+from edward_lite.runtime import compile_cache, kept_function
 
-try:  # TensorFlow's counter of unique ids (not public API): see _align_names
-  from tensorflow.python.framework.ops import uid as _uid  # pylint: disable=import-error
-except ImportError:  # moved: loads still work, a second process compiles again
-  _uid = None
+__all__ = ["directory", "load", "keep", "entry_name", "remembered"]
 
-from edward_lite.runtime import compile_cache
-
-__all__ = ["directory", "load", "save_and_load", "entry_name", "remembered"]
-
-# Ids a process may use between two loads (a trace uses thousands); counting
-# to the next multiple takes at most 8 ms.
-_NAME_BLOCK = 1 << 17
-# A function that calls back into Python, or reads a variable or another
-# resource, is not kept: a loaded copy would not see the live object.
-_PYTHON_OPS = frozenset(["PyFunc", "PyFuncStateless", "EagerPyFunc"])
 # Captured data above this many bytes is not copied to disk.
 MAX_CAPTURED_BYTES = 1 << 26
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -107,84 +93,58 @@ def entry_name(program_key, signature):
   return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def _align_names():
-  """Moves TensorFlow's counter of unique ids to the next multiple of
-  ``_NAME_BLOCK``.  A loaded graph's functions are named by that counter
-  (``__inference_<name>_<uid>``), and TensorFlow keys a cached XLA executable
-  by the function's name as well as its content: aligned, the same load gets
-  the same names in every process, whatever ran before it, so the executable
-  the first process compiled is found by the next ones."""
-  if _uid is None:
-    return
-  # Called from C (no Python frame per id): 131,072 ids in about 8 ms.
-  collections.deque(itertools.starmap(_uid, itertools.repeat((), -_uid() % _NAME_BLOCK)), 0)
+def _path(name):
+  """The file of entry ``name``, or None when the cache is off."""
+  folder = directory()
+  return folder and os.path.join(folder, name + ".program")
 
 
 def load(name):
-  """The saved concrete function ``name``, or None (absent or unreadable)."""
-  folder = directory()
-  path = folder and os.path.join(folder, name)
-  if not path or not os.path.isdir(path):
+  """The kept function ``name`` (a ``KeptFunction``), or None (absent,
+  unreadable, or this TensorFlow cannot call it)."""
+  path = _path(name)
+  if not path or not os.path.isfile(path) or not kept_function.available():
     return None
-  absl = logging.getLogger("absl")
-  absl.addFilter(_drop_unsaved_gradient_note)
   try:
-    _align_names()
-    return tf.saved_model.load(path).function
+    with open(path, "rb") as f:
+      return kept_function.KeptFunction(**pickle.load(f))
   except Exception:  # pylint: disable=broad-except
-    shutil.rmtree(path, ignore_errors=True)  # a damaged entry: trace again, rewrite
+    _remove(path)  # a damaged entry: traced again and rewritten
     return None
-  finally:
-    absl.removeFilter(_drop_unsaved_gradient_note)
 
 
-def _drop_unsaved_gradient_note(record):
-  """False for TensorFlow's note that a loaded function has custom-gradient
-  ops saved without their gradients (``save_and_load`` does not save them:
-  the kept functions are never differentiated)."""
-  return "with ops with unsaved custom gradients" not in str(record.msg)
+def _remove(path):
+  """Removes a file if it is there."""
+  try:
+    os.remove(path)
+  except OSError:
+    pass
 
 
-def _keepable(concrete):
-  """Whether a loaded copy of ``concrete`` computes what it computes."""
-  captured = concrete.captured_inputs
-  if any(t.dtype in (tf.resource, tf.variant) for t in captured):
-    return False
-  if sum(t.shape.num_elements() * t.dtype.size for t in captured) > MAX_CAPTURED_BYTES:
-    return False
-  graph = concrete.graph.as_graph_def()
-  used = {n.op for n in graph.node}.union(*({n.op for n in f.node_def}
-                                            for f in graph.library.function))
-  return not used & _PYTHON_OPS
-
-
-def save_and_load(name, concrete):
-  """Saves ``concrete`` (a ``ConcreteFunction``) as entry ``name`` and
-  returns it loaded back (see the module docstring: later processes then
-  find the same executable); ``concrete`` itself if it is not kept."""
+def keep(name, concrete, args):
+  """Saves ``concrete`` (a ``ConcreteFunction`` traced for ``args``) as
+  entry ``name`` and returns its ``KeptFunction``, which this process calls
+  from now on (so the XLA executable it compiles is the one later processes
+  find); ``concrete`` itself if it is not kept."""
   folder = directory()
-  if not folder or not _keepable(concrete):
+  if not folder:
     return concrete
-  module = tf.Module()
-  module.function = concrete
+  kept = kept_function.KeptFunction.from_concrete(concrete, args, tag=name[:16],
+                                                  max_captured_bytes=MAX_CAPTURED_BYTES)
+  if kept is None:
+    return concrete
   scratch = None
   try:
     os.makedirs(folder, exist_ok=True)
-    scratch = tempfile.mkdtemp(prefix=f".{name[:16]}-", dir=folder)
-    # The functions kept are called, never differentiated: TensorFlow need
-    # not trace the gradients of custom-gradient ops (it fails, and logs a
-    # traceback, on some inside a ``vectorized_map``).
-    tf.saved_model.save(module, scratch, options=tf.saved_model.SaveOptions(
-        experimental_custom_gradients=False))
-    os.rename(scratch, os.path.join(folder, name))
+    handle, scratch = tempfile.mkstemp(prefix=f".{name[:16]}-", dir=folder)
+    with os.fdopen(handle, "wb") as f:
+      pickle.dump(kept.state(), f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(scratch, _path(name))
   except Exception:  # pylint: disable=broad-except
-    # Saved first by another process, not serializable, or a read-only or
-    # full disk: the trace runs as it is.
+    # Not serializable, or a read-only or full disk: traced again next time.
     if scratch is not None:
-      shutil.rmtree(scratch, ignore_errors=True)
-    if not os.path.isdir(os.path.join(folder, name)):
-      return concrete
-  return load(name) or concrete
+      _remove(scratch)
+  return kept
 
 
 def remembered(name, compute):
