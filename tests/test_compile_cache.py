@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import edward_lite as ed
 from edward_lite.mcmc import compiled
+from edward_lite.mcmc import run as run_module
 from edward_lite.language.autograph import graph_program
 from edward_lite.runtime import compile_cache, program_cache
 
@@ -238,3 +239,25 @@ def test_a_programs_loop_facts_are_kept_and_found_again_when_damaged(programs):
   facts.write_text("{not json")
   assert program_cache.remembered(facts.stem, found) == [True, False] and calls == [1]
   assert json.loads(facts.read_text()) == [True, False]
+
+
+def test_the_first_chunk_compiled_beside_the_initial_states_is_the_one_the_run_calls(monkeypatch):
+  """The first chunk's program compiles on another thread while the initial
+  states are found (``Program.compile_chunk_during``): the run then calls
+  that program (no second trace of the chunk) and draws what a run without
+  the overlap draws."""
+  draws, chunk_keys = [], []
+  for overlap in (True, False):
+    if not overlap:
+      monkeypatch.setattr(run_module.Run, "_initialize_while_compiling",
+                          run_module.Run._initialize)  # pylint: disable=protected-access
+    compiled.Program._cache.clear()  # pylint: disable=protected-access
+    post = ed.mcmc.sample(_normal_mean, 0.5, observed={"y": Y}, chains=2, warmup=100, draws=50,
+                          seed=3, progress=False)
+    (program,) = compiled.Program._cache.values()  # pylint: disable=protected-access
+    chunk_keys.append([k for k in program._concrete  # pylint: disable=protected-access
+                       if k[0] is program._run_chunk_fn])  # pylint: disable=protected-access
+    draws.append(post.draws["mu"])
+    assert post.timings["compile_s"] > 0.
+  assert [len(keys) for keys in chunk_keys] == [1, 1]
+  np.testing.assert_array_equal(draws[0], draws[1])

@@ -13,6 +13,7 @@ cannot be identified by content.
 """
 
 import collections
+import threading
 import warnings
 
 import tensorflow as tf
@@ -135,12 +136,51 @@ class Program:
     """``fn(*args)`` through the concrete function of the argument signature
     (Tensors by dtype and shape, anything else by value): the polymorphic
     ``tf.function`` call is slow to match its arguments."""
-    key = (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
-                        for t in tf.nest.flatten(args))
+    key = self._key(fn, args)
     if key not in self._concrete:
       self._concrete[key] = self._concrete_function(fn, key, args)
       return console.without_cache_note(self._concrete[key], *args)  # compiles or loads
     return self._concrete[key](*args)
+
+  @staticmethod
+  def _key(fn, args):
+    """Which concrete function of ``fn`` serves ``args``."""
+    return (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
+                         for t in tf.nest.flatten(args))
+
+  def compile_chunk_during(self, work, state, inputs, capacity):
+    """``work()``, while the chunk for these arguments compiles on another
+    thread; returns ``work()``'s value.
+
+    The chunk is traced (or loaded) here first; its first call, made by
+    the thread with ``inputs`` asking for no transition, is the compile
+    (XLA's, or the graph's optimization), which runs in C++ without
+    Python's lock, so ``work`` (a run's initial states and first metric)
+    proceeds on another core.  A later call with arguments of the same
+    shapes finds the compiled program.  stderr is buffered over both, so
+    the compile cache's note is dropped as on any first call.  A compile
+    that fails is left to that later call, which raises its error."""
+    args = (state, inputs, capacity)
+    key = self._key(self._run_chunk_fn, args)
+    if key in self._concrete:
+      return work()
+    concrete = self._concrete[key] = self._concrete_function(self._run_chunk_fn, key, args)
+
+    def compile_chunk():
+      try:
+        concrete(*args)
+      except Exception:  # pylint: disable=broad-except
+        pass  # raised again, in the caller's thread, by the first real call
+
+    def both():
+      thread = threading.Thread(target=compile_chunk, name="edward_lite-compile", daemon=True)
+      thread.start()
+      try:
+        return work()
+      finally:
+        thread.join()
+
+    return console.without_cache_note(both)
 
   def _concrete_function(self, fn, key, args):
     """``fn``'s concrete function for ``args``: loaded from the program

@@ -17,6 +17,8 @@ from them: the totals are folded again chunk by chunk, and those of the
 current window's chunks summed.
 """
 
+import time
+
 import numpy as np
 import tensorflow as tf
 
@@ -54,6 +56,8 @@ class Run:
     curvature_strikes: consecutive windows whose curvature varied
       (``metric_update.curvature_varies``).
     just_switched: the metric went diagonal at the last window end.
+    setup_s: seconds ``begin`` took (initial states, or the checkpoint's
+      state, and the first chunk's compile where it overlaps them).
   """
 
   def __init__(self, program, settings, groups=None, saving=False):
@@ -67,7 +71,7 @@ class Run:
     else:
       self.schedule = schedule.build_schedule(settings.warmup, settings.draws,
                                               self.adapt.adapts, settings.pooling.bulk)
-    self.state, self.start = None, 0
+    self.state, self.start, self.setup_s = None, 0, 0.
     self.kept, self.totals, self.window = {}, None, {}
     self.ended_at, self.curvature_strikes, self.just_switched = None, 0, False
 
@@ -78,10 +82,12 @@ class Run:
     run = cls(program, settings, groups, saving=checkpointer is not None)
     resumed = checkpointer.load(lambda: tf.nest.flatten(run._state_template())) \
         if checkpointer else None
+    began = time.perf_counter()
     if resumed is None:
-      run._initialize()
+      run._initialize_while_compiling()
     else:
       run._restore(resumed)
+    run.setup_s = time.perf_counter() - began
     return run
 
   @property
@@ -110,6 +116,21 @@ class Run:
           state.metric, program.value_and_gradient(state.u)[1], self.adapt)
       state = state._replace(metric=start, z=metric.to_z(state.u, start))
     self.state = state
+
+  def _initialize_while_compiling(self):
+    """``_initialize``, while the first chunk's program compiles on another
+    thread (``Program.compile_chunk_during``): the initial states' search
+    and the first metric overlap the compile, which is most of a small
+    model's first seconds.  Runs as ``_initialize`` alone where the first
+    call would not reuse what compiled: chain groups, replicas, or a
+    program compiled before."""
+    program = self.program
+    if self.groups or program.compiled or program.density is not program.target:
+      self._initialize()
+      return
+    template = self._state_template()
+    step0 = self._inputs(template, 0, 0)  # no transition: the run only compiles
+    program.compile_chunk_during(self._initialize, template, step0, self._capacity())
 
   def _restore(self, resumed):
     """The run at a checkpoint (``Checkpointer.load``'s dict)."""
@@ -146,15 +167,8 @@ class Run:
     n = min(step + s.chunk_size * (1 if in_warmup or not s.keep_draws else s.thin),
             phase.end) - step
     first_call = not self.program.compiled
-    inputs = ChunkInputs(
-        final_step=tf.exp(self.state.dual_avg.log_step_bar), seed=self.seed,
-        start=tf.constant(step), n=tf.constant(n),
-        adapt_step=tf.constant(in_warmup and s.kernel.adapts_step_size),
-        share=tf.constant(phase.share), collect=tf.constant(phase.collect),
-        sampling=tf.constant(not in_warmup), keep=tf.constant(not in_warmup and s.keep_draws),
-        thin=tf.constant(s.thin), target_accept=tf.constant(s.target_accept, s.float_dtype),
-        split_at=tf.constant(run_warmup + s.draws // 2))
-    capacity = s.chunk_size if s.keep_draws else 0  # draws kept per sampling chunk
+    inputs = self._inputs(self.state, step, n)
+    capacity = self._capacity()
     if self.groups:
       self.state, out = self.groups.run_chunk(self.program.run_chunk, self.state, inputs,
                                               capacity)
@@ -188,6 +202,25 @@ class Run:
                          divergences=int(np.sum(out["totals"]["diverging"])),
                          num_gradients=out["totals"]["n_grads"],
                          renamed={"gradients": "num_gradients"}))
+
+  def _inputs(self, state, step, n):
+    """The ``ChunkInputs`` of ``n`` transitions from ``step`` (in one phase)."""
+    s = self.settings
+    phase = schedule.phase_at(self.schedule, step)
+    in_warmup = phase.warmup
+    return ChunkInputs(
+        final_step=tf.exp(state.dual_avg.log_step_bar), seed=self.seed,
+        start=tf.constant(step), n=tf.constant(n),
+        adapt_step=tf.constant(in_warmup and s.kernel.adapts_step_size),
+        share=tf.constant(phase.share), collect=tf.constant(phase.collect),
+        sampling=tf.constant(not in_warmup), keep=tf.constant(not in_warmup and s.keep_draws),
+        thin=tf.constant(s.thin), target_accept=tf.constant(s.target_accept, s.float_dtype),
+        split_at=tf.constant(schedule.warmup_length(self.schedule) + s.draws // 2))
+
+  def _capacity(self):
+    """Draws kept per sampling chunk (a Python int: it fixes the buffers' shapes)."""
+    s = self.settings
+    return s.chunk_size if s.keep_draws else 0
 
   def _end_window(self, phase, end):
     """At the end of a window (``phase``, at transition ``end``): moves
