@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -19,7 +20,7 @@ import edward_lite as ed
 from edward_lite.mcmc import compiled
 from edward_lite.mcmc import run as run_module
 from edward_lite.language.autograph import graph_program
-from edward_lite.runtime import compile_cache, program_cache
+from edward_lite.runtime import compile_cache, kept_function, program_cache
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -261,3 +262,15 @@ def test_the_first_chunk_compiled_beside_the_initial_states_is_the_one_the_run_c
     assert post.timings["compile_s"] > 0.
   assert [len(keys) for keys in chunk_keys] == [1, 1]
   np.testing.assert_array_equal(draws[0], draws[1])
+
+
+def test_without_the_call_by_name_nothing_is_kept_and_runs_still_draw(programs, monkeypatch):
+  """A TensorFlow without ``Context.call_function`` (``kept_function.available``):
+  programs are traced in every run, none is written, the draws are the same."""
+  first, _, _ = _run("rwmh")
+  monkeypatch.setattr(kept_function, "available", lambda: False)
+  monkeypatch.setattr(compiled.Program, "_cache", collections.OrderedDict())
+  shutil.rmtree(programs)
+  again, loaded, _ = _run("rwmh")
+  assert loaded == [] and not list(programs.glob("*.program"))
+  np.testing.assert_array_equal(again, first)

@@ -23,6 +23,9 @@ traced function, Tensors at the positions the trace saw Tensors (other
 values are part of the trace, and of the program cache's key).
 """
 
+import functools
+import inspect
+
 import tensorflow as tf
 from tensorflow.core.framework import function_pb2
 
@@ -37,9 +40,17 @@ __all__ = ["KeptFunction", "available"]
 _PYTHON_OPS = frozenset(["PyFunc", "PyFuncStateless", "EagerPyFunc"])
 
 
+@functools.lru_cache(maxsize=1)
 def available():
-  """Whether this TensorFlow offers the call by name this module needs."""
-  return _context is not None and hasattr(_context.context(), "call_function")
+  """Whether this TensorFlow offers the call by name this module needs
+  (``Context.call_function(name, tensor_inputs, num_outputs)``, as in
+  TensorFlow 2.21); without it nothing is kept and programs are traced."""
+  call = getattr(_context and _context.Context, "call_function", None)
+  try:
+    return call is not None and list(inspect.signature(call).parameters) == [
+        "self", "name", "tensor_inputs", "num_outputs"]
+  except (TypeError, ValueError):
+    return False
 
 
 def _flat_tensors(args):
