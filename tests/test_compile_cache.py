@@ -274,3 +274,16 @@ def test_without_the_call_by_name_nothing_is_kept_and_runs_still_draw(programs, 
   again, loaded, _ = _run("rwmh")
   assert loaded == [] and not list(programs.glob("*.program"))
   np.testing.assert_array_equal(again, first)
+
+
+def test_entries_kept_as_saved_models_by_earlier_versions_are_removed(programs):
+  """Earlier versions kept programs as SavedModel folders, which are never
+  read again: the first entry written removes them, and nothing else."""
+  old = programs / ("a" * 64)
+  (old / "variables").mkdir(parents=True)
+  (old / "saved_model.pb").write_bytes(b"an old entry")
+  other = programs / "not_an_entry"
+  other.mkdir()
+  program_cache._drop_saved_models.cache_clear()  # pylint: disable=protected-access
+  _run("rwmh")
+  assert not old.exists() and other.is_dir() and list(programs.glob("*.program"))
