@@ -45,10 +45,9 @@ class MCMCResult:
       dict name -> ``[*shape]``, from the constant-memory statistics
       (``ed.mcmc.streaming``), kept even when draws are not.
     draw_count: draws per chain in the streamed statistics.
-    timings: ``compile_s`` (a new run's setup -- initial states, with the
-      first chunk's compile overlapping them -- and the first chunk, compile
-      and run), ``warmup_s`` (``compile_s`` included), ``sampling_s`` (wall
-      seconds).
+    timings: ``compile_s`` (the first chunk, compile and run, with a new
+      run's initial states, found while it compiles), ``warmup_s``,
+      ``sampling_s`` (wall seconds).
     trajectory_length: ChEES' adapted trajectory length (None for other
       kernels).
   """

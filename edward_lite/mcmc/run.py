@@ -17,8 +17,6 @@ from them: the totals are folded again chunk by chunk, and those of the
 current window's chunks summed.
 """
 
-import time
-
 import numpy as np
 import tensorflow as tf
 
@@ -56,8 +54,6 @@ class Run:
     curvature_strikes: consecutive windows whose curvature varied
       (``metric_update.curvature_varies``).
     just_switched: the metric went diagonal at the last window end.
-    setup_s: seconds ``begin`` took (initial states, or the checkpoint's
-      state, and the first chunk's compile where it overlaps them).
   """
 
   def __init__(self, program, settings, groups=None, saving=False):
@@ -71,24 +67,28 @@ class Run:
     else:
       self.schedule = schedule.build_schedule(settings.warmup, settings.draws,
                                               self.adapt.adapts, settings.pooling.bulk)
-    self.state, self.start, self.setup_s = None, 0, 0.
+    self.state, self.start = None, 0
     self.kept, self.totals, self.window = {}, None, {}
     self.ended_at, self.curvature_strikes, self.just_switched = None, 0, False
 
   @classmethod
   def begin(cls, program, settings, groups=None, checkpointer=None):
-    """The run from its checkpoint if ``checkpointer`` holds one, else from
-    the chains' initial states."""
+    """The run from its checkpoint if ``checkpointer`` holds one, else a
+    new run, whose initial states ``setup`` finds."""
     run = cls(program, settings, groups, saving=checkpointer is not None)
     resumed = checkpointer.load(lambda: tf.nest.flatten(run._state_template())) \
         if checkpointer else None
-    began = time.perf_counter()
-    if resumed is None:
-      run._initialize_while_compiling()
-    else:
+    if resumed is not None:
       run._restore(resumed)
-    run.setup_s = time.perf_counter() - began
     return run
+
+  def setup(self):
+    """A new run's initial states, step sizes and metric, found while its
+    first chunk compiles (``_initialize_while_compiling``); nothing for a
+    run resumed from a checkpoint.  ``chunked_run.run_chunks`` calls it
+    before the first chunk and counts its seconds with that chunk's."""
+    if self.state is None:
+      self._initialize_while_compiling()
 
   @property
   def total(self):

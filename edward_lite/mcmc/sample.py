@@ -154,12 +154,9 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
   ckpt = Checkpointer(settings.checkpoint_dir, program.fingerprint,
                       settings.checkpoint_settings()) if settings.checkpoint_dir else None
   run = Run.begin(program, settings, groups, ckpt)
-  # A new run's setup (initial states, with the compile overlapping them)
-  # counts with the first chunk's compile and the warmup.
-  setup = run.setup_s if run.start == 0 else 0.
-  timings = dict(compile_s=setup, warmup_s=setup, sampling_s=0.)
+  timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
   run_chunks(run.run_chunk, run.start, run.total, timings, progress=settings.progress,
-             label="sampling", checkpointer=ckpt, callback=settings.callback)
+             label="sampling", checkpointer=ckpt, callback=settings.callback, setup=run.setup)
   return run.result(timings)
 
 

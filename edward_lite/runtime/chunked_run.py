@@ -69,7 +69,7 @@ class ChunkOutcome(NamedTuple):
 
 
 def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointer=None,
-               callback=None):
+               callback=None, setup=None):
   """Runs ``run_chunk(step) -> ChunkOutcome`` from ``start`` until ``total``
   steps are done or a chunk stops the run.
 
@@ -82,6 +82,10 @@ def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointe
     label: the progress report's name of the run (``"sampling"``).
     checkpointer: a ``checkpoint.Checkpointer`` or None.
     callback: None or the user's ``callback(info)``.
+    setup: None or a function called once before the first chunk, after
+      the progress report has said that compiling starts; its seconds count
+      with the first chunk's (a sampler run's initial states, found while
+      its first chunk compiles).
 
   Returns:
     The step reached.  A chunk may change ``total`` (``ChunkOutcome.total``).
@@ -89,10 +93,14 @@ def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointe
   bar = make_progress(progress, total, start, label)
   step = start
   try:
+    began = time.perf_counter()
+    if setup is not None:
+      setup()
     while step < total:
-      began = time.perf_counter()
+      if began is None:
+        began = time.perf_counter()
       outcome = run_chunk(step)
-      elapsed = time.perf_counter() - began
+      elapsed, began = time.perf_counter() - began, None
       for key in outcome.timing:
         timings[key] += elapsed
       step += outcome.steps
