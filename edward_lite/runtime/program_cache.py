@@ -30,7 +30,8 @@ than ``MAX_CAPTURED_BYTES`` of data is not kept.  An entry is one file
 (``<key>.program``, a pickle: open only a cache folder you trust, as with
 any saved program); writes go to a temporary file renamed into place, so
 concurrent processes and interrupted writes leave either a whole entry or
-none; an entry that fails to load is ignored and replaced.  ``ED_PROGRAM_CACHE=0`` turns this cache off and keeps XLA's.
+none; an entry that fails to load is ignored and replaced.
+``ED_PROGRAM_CACHE=0`` turns this cache off and keeps XLA's.
 """
 
 import functools
