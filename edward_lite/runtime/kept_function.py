@@ -100,7 +100,6 @@ class KeptFunction:
     each Tensor's place."""
     self.top, self.library, self.outputs = top, library, outputs
     self.captures = [tf.constant(c) for c in captures]
-    self._captured_values = captures
     self._slots = sum(isinstance(leaf, tf.TensorSpec) for leaf in tf.nest.flatten(outputs))
     library_proto = function_pb2.FunctionDefLibrary()
     library_proto.ParseFromString(library)
@@ -154,8 +153,8 @@ class KeptFunction:
 
   def state(self):
     """What a later process needs to rebuild this (``KeptFunction(**state)``)."""
-    return {"top": self.top, "library": self.library, "captures": self._captured_values,
-            "outputs": self.outputs}
+    return {"top": self.top, "library": self.library,
+            "captures": [c.numpy() for c in self.captures], "outputs": self.outputs}
 
   def __call__(self, *args):
     flat = _context.context().call_function(
