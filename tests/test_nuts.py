@@ -21,7 +21,7 @@ from tfp_nuts import TFPNUTS
 def test_checkpoint_slots_are_the_subtrees_a_leaf_closes():
   depth_max = 6
   leaves = np.arange(2 ** depth_max)
-  lo, hi = nuts._checkpoint_range(tf.constant(leaves, tf.int32), depth_max)
+  lo, hi = nuts._checkpoint_range(tf.constant(leaves, tf.int32))
   for n, a, b in zip(leaves, lo.numpy(), hi.numpy()):
     popcount = lambda k: bin(k).count("1")
     if n % 2 == 0:  # an even leaf stores its momentum in slot hi

@@ -258,8 +258,17 @@ def _new_tree(state, p0, depth_max):
 
 
 def _where(mask, new, old):
-  """Per-chain select of two structures of ``[C, ...]`` tensors."""
-  return tf.nest.map_structure(lambda a, b: tf.where(_mask(mask, a), a, b), new, old)
+  """Per-chain select of two structures of ``[C, ...]`` tensors (``mask``
+  reshaped once per rank: each reshape is two more ops to trace)."""
+  masks = {1: mask}
+
+  def select(a, b):
+    rank = a.shape.rank
+    if rank not in masks:
+      masks[rank] = _mask(mask, a)
+    return tf.where(masks[rank], a, b)
+
+  return tf.nest.map_structure(select, new, old)
 
 
 def _mask(mask, x):
@@ -273,7 +282,7 @@ def _turning(p_left, p_right, rho):
   return (tf.reduce_sum(p_left * r, -1) <= 0.) | (tf.reduce_sum(p_right * r, -1) <= 0.)
 
 
-def _checkpoint_range(leaf, depth_max):
+def _checkpoint_range(leaf):
   """Checkpoint slots ``[lo, hi]`` that leaf ``n`` of a subtree involves.
 
   An even leaf stores its momentum (and the running momentum sum) in slot
@@ -281,11 +290,9 @@ def _checkpoint_range(leaf, depth_max):
   ``t`` the number of trailing one bits of ``n``, whose first leaves sit in
   slots ``hi - t + 1 .. hi``.
   """
-  bits = [tf.bitwise.bitwise_and(tf.bitwise.right_shift(leaf, k), 1)
-          for k in range(depth_max + 1)]
-  hi = tf.add_n(bits[1:])
-  trailing = tf.add_n([tf.bitwise.bitwise_and(tf.bitwise.right_shift(
-      tf.bitwise.bitwise_xor(leaf, leaf + 1), k), 1) for k in range(depth_max + 1)]) - 1
+  popcount = lambda x: tf.cast(tf.raw_ops.PopulationCount(x=x), leaf.dtype)
+  hi = popcount(tf.bitwise.right_shift(leaf, 1))
+  trailing = popcount(tf.bitwise.bitwise_xor(leaf, leaf + 1)) - 1  # n ^ (n + 1) = 2^(t+1) - 1
   return hi - trailing + 1, hi
 
 
@@ -327,7 +334,7 @@ def _leapfrog_leaf(tree, fn, step_size, directions, h0, seed, depth_max, depth_l
   # r = S - (a + p) / 2,  a.r = a.rho - a.b - a.a/2 - a.p/2  and
   # p.r = p.rho - p.b - p.a/2 - p.p/2, with a.a and a.b stored with the
   # checkpoint: three [C, K] dot products per leaf for all slots at once.
-  lo, hi = _checkpoint_range(tree.leaf, depth_max)
+  lo, hi = _checkpoint_range(tree.leaf)
   even = tf.equal(tf.math.floormod(tree.leaf, 2), 0)
   slot = tf.stack([tf.range(tf.shape(hi)[0]), hi], -1)
 
