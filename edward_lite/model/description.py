@@ -268,12 +268,14 @@ class ModelDescription:
 
   def constrain(self, state):
     """Unconstrained state ``{name: u[C, *U]}`` -> constrained ``{name: x[C, *shape]}``."""
-    return tf.vectorized_map(lambda s: run(self, s).constrained, self._layout.as_dict(state))
+    return tf.vectorized_map(lambda s: run(self, s, densities=False).constrained,
+                             self._layout.as_dict(state))
 
   def unconstrain(self, values):
     """Constrained values ``{name: x[C, *shape]}`` -> unconstrained ``{name: u[C, *U]}``."""
     values = self._layout.as_dict(values, constrained=True)
-    return tf.vectorized_map(lambda v: run(self, v, Mode.CONSTRAINED).unconstrained, values)
+    return tf.vectorized_map(
+        lambda v: run(self, v, Mode.CONSTRAINED, densities=False).unconstrained, values)
 
   def flatten(self, state):
     """Unconstrained state dict -> ``[C, D]`` (latents in ``names`` order)."""

@@ -35,6 +35,7 @@ from edward_lite.language.transformations import require_name
 __all__ = ["Mode", "RunResult", "run", "pointwise", "log_prob_term"]
 
 tfd = tfp.distributions
+tfb = tfp.bijectors
 
 
 class Mode(enum.Enum):
@@ -58,14 +59,17 @@ class RunResult(NamedTuple):
   variables: Dict[str, object]
 
 
-def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=False):
+def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=False,
+        densities=True):
   """Runs ``target``'s program once at latent ``values`` (name -> Tensor).
 
   ``target`` gives ``structure``, ``model_data`` and ``call_program``.
   ``enumerated``: values of the discrete latents summed out
   (``enumeration.py``), each its support's first value when not given.
   ``elementwise``: keep each random variable's term unreduced
-  (``log_prob`` is then None).  Raises ValueError if the run's random
+  (``log_prob`` is then None).  ``densities=False``: compute no term (no
+  log density, no Jacobian; ``log_prob`` None, ``terms`` empty), for a run
+  that only maps values between the spaces, so that its trace holds none.  Raises ValueError if the run's random
   variables differ from the traced structure (stochastic control flow, a
   repeated name).
   """
@@ -78,8 +82,9 @@ def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=Fa
     value = tf.convert_to_tensor(values[name], dtype=dist.dtype)
     if mode is Mode.UNCONSTRAINED:
       u, x = value, bijector.forward(value)
-      term = tf.reduce_sum(bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank))
-      named_terms[f"{name} (Jacobian)"] = _scaled(term, data.prior_scale)
+      if densities:
+        named_terms[f"{name} (Jacobian)"] = _scaled(_log_det_jacobian(bijector, u),
+                                                   data.prior_scale)
     else:
       u, x = bijector.inverse(value), value
     constrained[name], unconstrained[name] = x, u
@@ -102,7 +107,7 @@ def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=Fa
       kwargs["value"] = DeferredValue(functools.partial(
           _enumerated_value, fill, kwargs.get("sample_shape", ())))
     rv = variables[name] = fn(*args, **kwargs)
-    if role != "deterministic":
+    if role != "deterministic" and densities:
       term = log_prob_term(rv.distribution, rv.value)
       named_terms[name] = _scaled(term if elementwise else tf.reduce_sum(term),
                                   data.scale_of(role == "observed"))
@@ -114,8 +119,17 @@ def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=Fa
   if missing:
     raise ValueError(f"Latent random variable(s) {missing} did not appear in "
                      "this run of the program (stochastic control flow).")
-  log_prob = None if elementwise else tf.add_n(list(named_terms.values()))
+  log_prob = None if elementwise or not densities else tf.add_n(list(named_terms.values()))
   return RunResult(log_prob, named_terms, constrained, unconstrained, variables)
+
+
+def _log_det_jacobian(bijector, u):
+  """``log |det d forward(u) / du|`` summed over all of ``u``'s axes; for the
+  identity a constant zero rather than the ~17 ops its general form traces
+  (and differentiates, and vectorizes over chains)."""
+  if isinstance(bijector, tfb.Identity):
+    return tf.zeros([], u.dtype)
+  return tf.reduce_sum(bijector.forward_log_det_jacobian(u, event_ndims=u.shape.rank))
 
 
 def pointwise(target, values):
