@@ -287,3 +287,53 @@ def test_entries_kept_as_saved_models_by_earlier_versions_are_removed(programs):
   program_cache._drop_saved_models.cache_clear()  # pylint: disable=protected-access
   _run("rwmh")
   assert not old.exists() and other.is_dir() and list(programs.glob("*.program"))
+
+
+def _cache_file(path, size, last_use):
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_bytes(b"x" * size)
+  os.utime(path, (last_use, last_use))
+  return path
+
+
+def test_the_cache_folder_is_trimmed_to_its_bound_least_recently_used_first(tmp_path):
+  now = 1.8e9
+  old_exe = _cache_file(tmp_path / "xla_compile_cache__1__2__XLA_CPU_JIT.pb", 400, now - 300)
+  old_program = _cache_file(tmp_path / "programs" / "a.program", 300, now - 200)
+  new_exe = _cache_file(tmp_path / "xla_compile_cache__3__4__XLA_CPU_JIT.pb", 400, now - 100)
+  new_facts = _cache_file(tmp_path / "programs" / "b.json", 100, now)
+  users_file = _cache_file(tmp_path / "notes.txt", 5000, now - 10**6)  # not the cache's
+  stale_scratch = _cache_file(tmp_path / "programs" / ".abc-tmp", 50, 0)
+  assert compile_cache.trim(str(tmp_path), None) == 0  # no bound
+  assert compile_cache.trim(str(tmp_path), 1200) == 0  # 1,200 bytes held: within it
+  assert not stale_scratch.exists()  # an interrupted write, hours old
+  # Over a bound of 900: the oldest go until at most 720 bytes are left.
+  assert compile_cache.trim(str(tmp_path), 900) == 700
+  assert not old_exe.exists() and not old_program.exists()
+  assert new_exe.exists() and new_facts.exists() and users_file.exists()
+
+
+def test_the_bound_comes_from_the_environment_and_a_bad_one_is_named(monkeypatch):
+  monkeypatch.delenv("ED_COMPILE_CACHE_MAX_MB", raising=False)
+  assert compile_cache.max_bytes() == compile_cache.DEFAULT_MAX_MB * 2**20
+  monkeypatch.setenv("ED_COMPILE_CACHE_MAX_MB", "0.5")
+  assert compile_cache.max_bytes() == 2**19
+  monkeypatch.setenv("ED_COMPILE_CACHE_MAX_MB", "0")
+  assert compile_cache.max_bytes() is None
+  monkeypatch.setenv("ED_COMPILE_CACHE_MAX_MB", "lots")
+  with pytest.raises(ValueError, match="ED_COMPILE_CACHE_MAX_MB must be a number"):
+    compile_cache.max_bytes()
+
+
+def test_a_loaded_program_counts_as_used(programs):
+  model = lambda: ed.Normal(ed.Normal(0., 1., name="mu"), 1., name="y")
+  ed.mcmc.sample(model, observed={"y": 0.5}, chains=2, warmup=20, draws=10, seed=0,
+                 progress=False)
+  entries = list(programs.glob("*.program"))
+  assert entries
+  for entry in entries:
+    os.utime(entry, (1e9, 1e9))
+  compiled.Program._cache.clear()
+  ed.mcmc.sample(model, observed={"y": 0.5}, chains=2, warmup=20, draws=10, seed=0,
+                 progress=False)
+  assert all(entry.stat().st_mtime > 1e9 + 1 for entry in entries)

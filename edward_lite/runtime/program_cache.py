@@ -109,10 +109,15 @@ def load(name):
     return None
   try:
     with open(path, "rb") as f:
-      return kept_function.KeptFunction(**pickle.load(f))
+      kept = kept_function.KeptFunction(**pickle.load(f))
   except Exception:  # pylint: disable=broad-except
     _remove(path)  # a damaged entry: traced again and rewritten
     return None
+  try:
+    os.utime(path)  # its last use, for compile_cache.trim
+  except OSError:
+    pass
+  return kept
 
 
 def _remove(path):
