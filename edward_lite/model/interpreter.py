@@ -69,9 +69,9 @@ def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=Fa
   ``elementwise``: keep each random variable's term unreduced
   (``log_prob`` is then None).  ``densities=False``: compute no term (no
   log density, no Jacobian; ``log_prob`` None, ``terms`` empty), for a run
-  that only maps values between the spaces, so that its trace holds none.  Raises ValueError if the run's random
-  variables differ from the traced structure (stochastic control flow, a
-  repeated name).
+  that only maps values between the spaces, so that its trace holds none.
+  Raises ValueError if the run's random variables differ from the traced
+  structure (stochastic control flow, a repeated name).
   """
   enumerated = enumerated or {}
   structure, data = target.structure, target.model_data
