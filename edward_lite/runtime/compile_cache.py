@@ -30,6 +30,7 @@ miss: that process compiles (or traces) again.
 """
 
 import os
+import shutil
 import time
 
 __all__ = ["configure", "directory", "trim", "max_bytes", "DEFAULT_MAX_MB"]
@@ -86,7 +87,9 @@ def max_bytes():
 
 def _entries(folder):
   """``(last use, bytes, path)`` of the cache's own files in ``folder``;
-  interrupted writes past ``_STALE_SCRATCH_SECONDS`` are removed on the way.
+  removed on the way: interrupted writes past ``_STALE_SCRATCH_SECONDS``,
+  and the SavedModel folders earlier versions kept as programs (never read
+  again).
   A file's last use is the later of its access and modification times
   (a program entry is touched when loaded; an executable's access time is
   what the file system keeps, at worst its creation)."""
@@ -100,6 +103,9 @@ def _entries(folder):
       continue
     for entry in scan:
       try:
+        if sub and os.path.isfile(os.path.join(entry.path, "saved_model.pb")):
+          shutil.rmtree(entry.path, ignore_errors=True)
+          continue
         if not entry.is_file(follow_symlinks=False):
           continue
         stat = entry.stat(follow_symlinks=False)
@@ -116,11 +122,12 @@ def _entries(folder):
 
 def trim(folder, limit):
   """Removes the least recently used entries of the cache in ``folder``
-  when they exceed ``limit`` bytes, down to 80% of it; nothing when
-  ``limit`` is None.  Returns the bytes removed."""
+  when they exceed ``limit`` bytes, down to 80% of it (None: no bound),
+  and what ``_entries`` removes in any case.  Returns the entries' bytes
+  removed."""
+  entries = _entries(folder)
   if limit is None:
     return 0
-  entries = _entries(folder)
   total = sum(size for _, size, _ in entries)
   if total <= limit:
     return 0

@@ -39,7 +39,6 @@ import hashlib
 import json
 import os
 import pickle
-import shutil
 import sys
 import tempfile
 
@@ -143,7 +142,6 @@ def keep(name, concrete, args):
   scratch = None
   try:
     os.makedirs(folder, exist_ok=True)
-    _drop_saved_models(folder)
     handle, scratch = tempfile.mkstemp(prefix=f".{name[:16]}-", dir=folder)
     with os.fdopen(handle, "wb") as f:
       pickle.dump(kept.state(), f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -153,17 +151,6 @@ def keep(name, concrete, args):
     if scratch is not None:
       _remove(scratch)
   return kept
-
-
-@functools.lru_cache(maxsize=None)
-def _drop_saved_models(folder):
-  """Removes, once per process and folder, the entries earlier versions
-  kept as SavedModels (folders holding ``saved_model.pb``): they are never
-  read again."""
-  for entry in os.listdir(folder):
-    path = os.path.join(folder, entry)
-    if os.path.isfile(os.path.join(path, "saved_model.pb")):
-      shutil.rmtree(path, ignore_errors=True)
 
 
 def remembered(name, compute):
