@@ -93,14 +93,15 @@ def run_chunks(run_chunk, start, total, timings, *, progress, label, checkpointe
   bar = make_progress(progress, total, start, label)
   step = start
   try:
-    began = time.perf_counter()
+    setup_s = 0.  # counted with the first chunk
     if setup is not None:
+      began = time.perf_counter()
       setup()
+      setup_s = time.perf_counter() - began
     while step < total:
-      if began is None:
-        began = time.perf_counter()
+      began = time.perf_counter()
       outcome = run_chunk(step)
-      elapsed, began = time.perf_counter() - began, None
+      elapsed, setup_s = time.perf_counter() - began + setup_s, 0.
       for key in outcome.timing:
         timings[key] += elapsed
       step += outcome.steps
