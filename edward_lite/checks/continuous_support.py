@@ -17,6 +17,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.language.bounds import Bounds
+
 __all__ = ["bijector_failure", "support_text", "UNEVALUATED"]
 
 tfb = tfp.bijectors
@@ -116,6 +118,15 @@ def support_text(bijector):
     return "Cholesky factors of correlation matrices"
   if kinds & {tfb.SoftmaxCentered}:
     return "vectors on the probability simplex (non-negative entries summing to 1)"
+  if isinstance(bijector, Bounds):
+    low, high = bijector.low, bijector.high
+    if np.isfinite(low).all() and np.isposinf(high).all():
+      text = _scalar_text(low)
+      return f"values of at least {text}" if text is not None else "values above its lower bound"
+    if np.isneginf(low).all() and np.isfinite(high).all():
+      text = _scalar_text(high)
+      return f"values of at most {text}" if text is not None else "values below its upper bound"
+    return "values between its low and high (either may be infinite)"
   if isinstance(bijector, tfb.Sigmoid):
     low, high = getattr(bijector, "low", None), getattr(bijector, "high", None)
     if low is None and high is None:

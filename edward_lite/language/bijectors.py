@@ -5,7 +5,11 @@
 values' support test in ``edward_lite.checks.support`` both use it.
 """
 
+import numpy as np
+import tensorflow as tf
 import tensorflow_probability as tfp
+
+from edward_lite.language.bounds import Bounds
 
 __all__ = ["support_bijector"]
 
@@ -15,12 +19,17 @@ tfd, tfb = tfp.distributions, tfp.bijectors
 def support_bijector(dist):
   """Bijector from unconstrained space onto the support of ``dist``, or None.
 
-  TFP's default event-space bijector; for mixtures, for which TFP defines
-  none, the identity when every component lives on the whole real line.
-  None for discrete distributions.
+  TFP's default event-space bijector; for a ``TruncatedNormal`` with an
+  infinite end, ``Bounds`` (TFP's ``Sigmoid(low, high)`` is NaN there); for
+  mixtures, for which TFP defines none, the identity when every component
+  lives on the whole real line.  None for discrete distributions.
   """
   if not dist.dtype.is_floating:
     return None
+  if isinstance(dist, tfd.TruncatedNormal):
+    bounds = _infinite_bounds(dist)
+    if bounds is not None:
+      return bounds
   try:
     bijector = dist.experimental_default_event_space_bijector()
   except NotImplementedError:
@@ -37,3 +46,15 @@ def support_bijector(dist):
     if not isinstance(support_bijector(component), tfb.Identity):
       return None
   return tfb.Identity()
+
+
+def _infinite_bounds(dist):
+  """``Bounds`` for a distribution whose ``low`` or ``high`` holds an
+  infinity known when the program is traced (the identity when every end
+  is infinite), else None."""
+  low, high = tf.get_static_value(dist.low), tf.get_static_value(dist.high)
+  if low is None or high is None or np.isfinite(low).all() and np.isfinite(high).all():
+    return None
+  if np.isinf(low).all() and np.isinf(high).all():
+    return tfb.Identity()
+  return Bounds(low, high, dist.dtype)

@@ -1,0 +1,84 @@
+"""The support transform of an interval whose ends may be infinite.
+
+TFP's ``TruncatedNormal`` accepts ``low=-inf`` or ``high=inf`` (a normal
+truncated on one side, as Stan's ``normal(mu, sigma) T[0, ]``): its density
+and draws are right there, but its default event-space bijector,
+``Sigmoid(low, high)``, is NaN or infinite at every point once an end is
+infinite.  ``Bounds`` maps the real line onto ``(low, high)`` elementwise:
+Stan's logit transform for a finite interval and, for a half line, TFP's
+softplus (its transform of a ``HalfNormal``: linear far from the bound, so
+a normal's tail stays a normal's tail, where Stan's exp would skew it):
+
+    both ends finite:  y = low + (high - low) sigmoid(x)
+    low only:          y = low + softplus(x)
+    high only:         y = high - softplus(-x)
+    neither:           y = x
+
+with ``log |dy/dx|`` = ``log(high - low) + log sigmoid(x) + log sigmoid(-x)``,
+``log sigmoid(x)``, ``log sigmoid(-x)`` and 0.  The ends must be known when
+the program is traced (NumPy values or constants), which is how infinite
+ends are written; every branch is evaluated at a finite stand-in where it
+is not selected, so neither values nor gradients meet a NaN.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = ["Bounds"]
+
+
+class Bounds(tfp.bijectors.Bijector):
+  """Elementwise bijection from the real line onto ``(low, high)``.
+
+  Args:
+    low, high: NumPy arrays (broadcasting against the values), ``low <
+      high``, either may hold ``-inf`` / ``inf``.
+    dtype: the values' floating dtype.
+  """
+
+  def __init__(self, low, high, dtype, name="bounds"):
+    parameters = dict(locals())
+    self.low, self.high = np.asarray(low), np.asarray(high)
+    finite_low, finite_high = np.isfinite(self.low), np.isfinite(self.high)
+    # The branch each element takes, and ends that are finite everywhere.
+    self._both = tf.constant(finite_low & finite_high)
+    self._low_only = tf.constant(finite_low & ~finite_high)
+    self._high_only = tf.constant(~finite_low & finite_high)
+    lo = np.where(finite_low, self.low, 0.)
+    hi = np.where(finite_high, self.high, 0.)
+    self._lo = tf.constant(lo, dtype)
+    self._hi = tf.constant(hi, dtype)
+    self._width = tf.constant(np.where(finite_low & finite_high, hi - lo, 1.), dtype)
+    super().__init__(forward_min_event_ndims=0, is_constant_jacobian=False,
+                     validate_args=False, dtype=dtype, parameters=parameters, name=name)
+
+  @classmethod
+  def _parameter_properties(cls, dtype):
+    return {}
+
+  def _is_increasing(self):
+    return True
+
+  def _forward(self, x):
+    softplus = tf.math.softplus
+    return tf.where(self._both, self._lo + self._width * tf.sigmoid(x),
+                    tf.where(self._low_only, self._lo + softplus(x),
+                             tf.where(self._high_only, self._hi - softplus(-x), x)))
+
+  def _inverse(self, y):
+    inverse_softplus = tfp.math.softplus_inverse
+    # Stand-ins inside each branch's domain where the branch is not taken.
+    y_both = tf.where(self._both, y, self._lo + 0.5 * self._width)
+    y_low = tf.where(self._low_only, y, self._lo + 1.)
+    y_high = tf.where(self._high_only, y, self._hi - 1.)
+    return tf.where(self._both, tf.math.log(y_both - self._lo) - tf.math.log(self._hi - y_both),
+                    tf.where(self._low_only, inverse_softplus(y_low - self._lo),
+                             tf.where(self._high_only, -inverse_softplus(self._hi - y_high), y)))
+
+  def _forward_log_det_jacobian(self, x):
+    log_sigmoid = tf.math.log_sigmoid
+    zero = tf.zeros_like(x)
+    return tf.where(self._both, tf.math.log(self._width) + log_sigmoid(x) + log_sigmoid(-x),
+                    tf.where(self._low_only, log_sigmoid(x),
+                             tf.where(self._high_only, log_sigmoid(-x), zero)))
