@@ -126,3 +126,27 @@ def test_observed_values_of_a_half_bounded_truncated_normal_are_checked_by_its_e
                                        r"distribution, which expects values of at least 0"):
     ed.make_target(truncated_likelihood,
                    observed={"y": np.array([0.3, -1.2, 2.5, 0.1, 4.], np.float32)})
+
+
+def above_a_latent():
+  a = ed.Normal(0., 1., name="a")
+  return ed.TruncatedNormal(0., 1., low=a, high=INF, name="b")
+
+
+@pytest.mark.slow
+def test_truncated_normal_bounded_below_by_a_latent():
+  """``b ~ N(0, 1)`` truncated to ``(a, inf)`` with ``a ~ N(0, 1)``: the
+  truncation's normalizer makes ``a``'s marginal N(0, 1) exactly, and
+  ``E[b] = E_a[phi(a) / (1 - Phi(a))]`` (the inverse Mills ratio), here
+  by quadrature.  Every draw has ``b > a``."""
+  post = ed.mcmc.sample(above_a_latent, chains=4, draws=1000, seed=0, progress=False)
+  a, b = post.draws["a"].ravel(), post.draws["b"].ravel()
+  assert (b > a).all()
+  grid = np.linspace(-8., 8., 4001)
+  density = np.exp(-0.5 * grid**2) / np.sqrt(2 * np.pi)
+  tail = 0.5 * (1 - np.vectorize(math.erf)(grid / np.sqrt(2)))
+  expected_b = np.sum(density * density / np.maximum(tail, 1e-300)) * (grid[1] - grid[0])
+  summary = post.summary()
+  for name, exact in (("a", 0.), ("b", expected_b)):
+    assert abs(summary.loc[name, "mean"] - exact) < 4 * summary.loc[name, "mcse_mean"], name
+  np.testing.assert_allclose(summary.loc["a", "sd"], 1., rtol=0.08)

@@ -119,12 +119,11 @@ def support_text(bijector):
   if kinds & {tfb.SoftmaxCentered}:
     return "vectors on the probability simplex (non-negative entries summing to 1)"
   if isinstance(bijector, Bounds):
-    low, high = bijector.low, bijector.high
-    if np.isfinite(low).all() and np.isposinf(high).all():
-      text = _scalar_text(low)
+    if bijector.finite_low.all() and not bijector.finite_high.any():
+      text = _scalar_text(bijector.low)
       return f"values of at least {text}" if text is not None else "values above its lower bound"
-    if np.isneginf(low).all() and np.isfinite(high).all():
-      text = _scalar_text(high)
+    if not bijector.finite_low.any() and bijector.finite_high.all():
+      text = _scalar_text(bijector.high)
       return f"values of at most {text}" if text is not None else "values below its upper bound"
     return "values between its low and high (either may be infinite)"
   if isinstance(bijector, tfb.Sigmoid):

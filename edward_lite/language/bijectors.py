@@ -51,10 +51,10 @@ def support_bijector(dist):
 def _infinite_bounds(dist):
   """``Bounds`` for a distribution whose ``low`` or ``high`` holds an
   infinity known when the program is traced (the identity when every end
-  is infinite), else None."""
-  low, high = tf.get_static_value(dist.low), tf.get_static_value(dist.high)
-  if low is None or high is None or np.isfinite(low).all() and np.isfinite(high).all():
+  is one), else None."""
+  ends = [tf.get_static_value(dist.low), tf.get_static_value(dist.high)]
+  if all(end is None or np.isfinite(end).all() for end in ends):
     return None
-  if np.isinf(low).all() and np.isinf(high).all():
+  if all(end is not None and np.isinf(end).all() for end in ends):
     return tfb.Identity()
-  return Bounds(low, high, dist.dtype)
+  return Bounds(dist.low, dist.high, dist.dtype)

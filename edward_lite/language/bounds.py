@@ -32,24 +32,28 @@ class Bounds(tfp.bijectors.Bijector):
   """Elementwise bijection from the real line onto ``(low, high)``.
 
   Args:
-    low, high: NumPy arrays (broadcasting against the values), ``low <
-      high``, either may hold ``-inf`` / ``inf``.
+    low, high: the ends, broadcasting against the values, ``low < high``.
+      An infinite end must be known when the program is traced (a NumPy
+      value or a constant); an end computed from other variables is
+      taken as finite.
     dtype: the values' floating dtype.
   """
 
   def __init__(self, low, high, dtype, name="bounds"):
     parameters = dict(locals())
-    self.low, self.high = np.asarray(low), np.asarray(high)
-    finite_low, finite_high = np.isfinite(self.low), np.isfinite(self.high)
-    # The branch each element takes, and ends that are finite everywhere.
-    self._both = tf.constant(finite_low & finite_high)
-    self._low_only = tf.constant(finite_low & ~finite_high)
-    self._high_only = tf.constant(~finite_low & finite_high)
-    lo = np.where(finite_low, self.low, 0.)
-    hi = np.where(finite_high, self.high, 0.)
-    self._lo = tf.constant(lo, dtype)
-    self._hi = tf.constant(hi, dtype)
-    self._width = tf.constant(np.where(finite_low & finite_high, hi - lo, 1.), dtype)
+    low, high = tf.convert_to_tensor(low, dtype), tf.convert_to_tensor(high, dtype)
+    # Which ends are finite, per element (static: it picks each one's branch).
+    self.finite_low, self.finite_high = _finite(low), _finite(high)
+    both = self.finite_low & self.finite_high
+    self._both = tf.constant(both)
+    self._low_only = tf.constant(self.finite_low & ~self.finite_high)
+    self._high_only = tf.constant(~self.finite_low & self.finite_high)
+    # The ends with 0 for an infinite one, and the width 1 where not both
+    # are finite: every branch stays finite where it is not taken.
+    self.low, self.high = low, high
+    self._lo = tf.where(self.finite_low, low, tf.zeros([], dtype))
+    self._hi = tf.where(self.finite_high, high, tf.zeros([], dtype))
+    self._width = tf.where(both, self._hi - self._lo, tf.ones([], dtype))
     super().__init__(forward_min_event_ndims=0, is_constant_jacobian=False,
                      validate_args=False, dtype=dtype, parameters=parameters, name=name)
 
@@ -82,3 +86,12 @@ class Bounds(tfp.bijectors.Bijector):
     return tf.where(self._both, tf.math.log(self._width) + log_sigmoid(x) + log_sigmoid(-x),
                     tf.where(self._low_only, log_sigmoid(x),
                              tf.where(self._high_only, log_sigmoid(-x), zero)))
+
+
+def _finite(end):
+  """Boolean NumPy mask of ``end``'s finite elements: from its value when
+  known while tracing, else all (an end computed from latents)."""
+  value = tf.get_static_value(end)
+  if value is None:
+    return np.ones(end.shape if end.shape.is_fully_defined() else [], bool)
+  return np.isfinite(value)
