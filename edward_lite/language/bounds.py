@@ -15,10 +15,11 @@ a normal's tail stays a normal's tail, where Stan's exp would skew it):
     neither:           y = x
 
 with ``log |dy/dx|`` = ``log(high - low) + log sigmoid(x) + log sigmoid(-x)``,
-``log sigmoid(x)``, ``log sigmoid(-x)`` and 0.  The ends must be known when
-the program is traced (NumPy values or constants), which is how infinite
-ends are written; every branch is evaluated at a finite stand-in where it
-is not selected, so neither values nor gradients meet a NaN.
+``log sigmoid(x)``, ``log sigmoid(-x)`` and 0.  Which ends are infinite is
+read when the program is traced (an infinite end is a NumPy value or a
+constant; an end computed from other latents is taken as finite); every
+branch is evaluated at a finite stand-in where it is not selected, so
+neither values nor gradients meet a NaN.
 """
 
 import numpy as np
