@@ -62,10 +62,9 @@ def test_bounds_gradients_are_finite_where_a_branch_is_not_taken():
 
 
 @pytest.mark.parametrize("low, high, expected", [
-    (0., INF, Bounds), (-INF, 0., Bounds), (LOW, HIGH, Bounds),
-    (-INF, INF, tfp.bijectors.Identity), (0., 1., tfp.bijectors.Sigmoid)])
+    (0., INF, Bounds), (-INF, 0., Bounds), (LOW, HIGH, Bounds), (0., 1., tfp.bijectors.Sigmoid)])
 def test_support_bijector_of_a_truncated_normal(low, high, expected):
-  """An infinite end: Bounds (the identity when both are); finite: TFP's own."""
+  """An infinite end: Bounds; finite ends: TFP's own Sigmoid."""
   dist = tfd.TruncatedNormal(0., 1., low, high)
   assert type(support_bijector(dist)) is expected  # pylint: disable=unidiomatic-typecheck
 
@@ -150,3 +149,20 @@ def test_truncated_normal_bounded_below_by_a_latent():
   for name, exact in (("a", 0.), ("b", expected_b)):
     assert abs(summary.loc[name, "mean"] - exact) < 4 * summary.loc[name, "mcse_mean"], name
   np.testing.assert_allclose(summary.loc["a", "sd"], 1., rtol=0.08)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: ed.TruncatedCauchy(0., 1., 0., INF, name="s"),
+     r"^Random variable 's': TFP's TruncatedCauchy needs finite low and high"),
+    (lambda: ed.TruncatedNormal(0., 1., [0., -INF], INF, name="s"),
+     r"^Random variable 's': a TruncatedNormal with both ends infinite is not truncated")])
+def test_truncations_tfp_cannot_take_are_refused_by_name(make, message):
+  """TFP's TruncatedCauchy is NaN with an infinite end, and its
+  TruncatedNormal cannot draw with both: one sentence at make_target, not a
+  non-finite initial density blamed on the initial points."""
+  def program():
+    s = make()
+    return ed.Normal(0., tf.reduce_sum(s), sample_shape=3, name="y")
+
+  with pytest.raises(ValueError, match=message):
+    ed.make_target(program, observed={"y": np.ones(3, np.float32)})

@@ -50,11 +50,8 @@ def support_bijector(dist):
 
 def _infinite_bounds(dist):
   """``Bounds`` for a distribution whose ``low`` or ``high`` holds an
-  infinity known when the program is traced (the identity when every end
-  is one), else None."""
+  infinity known when the program is traced, else None."""
   ends = [tf.get_static_value(dist.low), tf.get_static_value(dist.high)]
   if all(end is None or np.isfinite(end).all() for end in ends):
     return None
-  if all(end is not None and np.isinf(end).all() for end in ends):
-    return tfb.Identity()
   return Bounds(dist.low, dist.high, dist.dtype)

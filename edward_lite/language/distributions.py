@@ -48,6 +48,7 @@ def make_random_variable(distribution_cls):
   """
 
   fix = tfp_fixes.FIXES.get(distribution_cls.__name__)
+  refuse = tfp_fixes.REFUSALS.get(distribution_cls.__name__)
 
   def constructor(*args, sample_shape=(), value=None, name=None, **kwargs):
     if fix is not None:  # a TFP density known to be wrong (tfp_fixes)
@@ -66,6 +67,8 @@ def make_random_variable(distribution_cls):
       # TFP's message names the parameter; say which random variable it is.
       label = f"'{name}'" if name is not None else "(unnamed)"
       raise type(e)(f"Random variable {label} ({distribution_cls.__name__}): {e}") from e
+    if refuse is not None:  # parameters TFP gets wrong (tfp_fixes)
+      refuse(name, distribution)
     return RandomVariable(distribution, sample_shape=sample_shape, value=value,
                           name=name)
 
