@@ -18,6 +18,7 @@ import edward_lite as ed
 from edward_lite.analysis import diagnostics
 import zoo
 from edward_lite.mcmc import chunk, compiled
+from edward_lite.mcmc import run as run_module
 from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
 KERNELS = ["nuts", "hmc", "rwmh", "chees"]
@@ -268,6 +269,36 @@ def test_thinning_keeps_every_kth_draw():
   full = ed.mcmc.sample(normal_normal, **kwargs)
   thinned = ed.mcmc.sample(normal_normal, thin=3, **kwargs)
   np.testing.assert_array_equal(thinned.draws["mu"], full.draws["mu"][::3])
+
+
+def test_kept_buffers_sized_to_the_draws_give_the_same_run(monkeypatch):
+  """Above ``KEPT_BUFFER_BYTES`` a chunk's buffers hold the run's kept draws
+  instead of ``chunk_size`` rows (20 draws at 10^5 chains held 200 rows a
+  chain).  Forced here at a small size: the same draws and statistics, bit
+  for bit, thinned."""
+  kwargs = dict(observed={"y": Y_NN}, chains=3, warmup=40, draws=23, thin=2, seed=4,
+                progress=False)
+  full = ed.mcmc.sample(normal_normal, **kwargs)
+  monkeypatch.setattr(run_module, "KEPT_BUFFER_BYTES", 0)
+  monkeypatch.setattr(run_module.Run, "_capacity", _capacity_seen(run_module.Run._capacity))
+  small = ed.mcmc.sample(normal_normal, **kwargs)
+  assert _capacity_seen.values == [12]  # ceil(23 / 2) rows, not chunk_size's 200
+  np.testing.assert_array_equal(small.draws["mu"], full.draws["mu"])
+  for key in ("num_gradients", "accept_prob", "log_prob"):
+    np.testing.assert_array_equal(small.sample_stats[key], full.sample_stats[key])
+
+
+def _capacity_seen(capacity):
+  """``Run._capacity``, recording what it returns."""
+  _capacity_seen.values = []
+
+  def wrapped(self):
+    value = capacity(self)
+    if value not in _capacity_seen.values:
+      _capacity_seen.values.append(value)
+    return value
+
+  return wrapped
 
 
 @pytest.mark.slow

@@ -24,14 +24,17 @@ from edward_lite.runtime import seeds
 from edward_lite.runtime.deprecation import RenamedKeys
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord
 from edward_lite.analysis.diagnostics import psrf_from_moments
-from edward_lite.mcmc import (initial_states, metric, metric_update, restarts, run_check, schedule,
-                              streaming)
+from edward_lite.mcmc import (base, initial_states, metric, metric_update, restarts, run_check,
+                              schedule, streaming)
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.results import MCMCResult
 
 __all__ = ["Run", "AGREE_RHAT"]
 
 AGREE_RHAT = 1.1  # an adaptive warmup ends only when the chains' log densities agree this well
+# Kept-draw buffers above this size hold only the run's kept draws, not
+# chunk_size rows (see Run._capacity).
+KEPT_BUFFER_BYTES = 2**26
 
 
 class Run:
@@ -218,9 +221,20 @@ class Run:
         split_at=tf.constant(schedule.warmup_length(self.schedule) + s.draws // 2))
 
   def _capacity(self):
-    """Draws kept per sampling chunk (a Python int: it fixes the buffers' shapes)."""
+    """Draws kept per sampling chunk (a Python int: it fixes the buffers'
+    shapes): ``chunk_size``, so that runs of any length share one program,
+    or the run's kept draws when fewer and ``chunk_size`` rows of every
+    chain would exceed ``KEPT_BUFFER_BYTES`` (20 draws of 10^5 chains held
+    200 rows each: 1.3 GB; RESULTS section 47)."""
     s = self.settings
-    return s.chunk_size if s.keep_draws else 0
+    if not s.keep_draws:
+      return 0
+    kept = -(-s.draws // s.thin)
+    row_bytes = s.chains * (self.program.target.constrained_dim + len(base.STATISTICS)) * (
+        self.program.target.dtype.size)
+    if kept < s.chunk_size and s.chunk_size * row_bytes > KEPT_BUFFER_BYTES:
+      return kept
+    return s.chunk_size
 
   def _end_window(self, phase, end):
     """At the end of a window (``phase``, at transition ``end``): moves
