@@ -18,6 +18,7 @@ import edward_lite as ed
 from edward_lite.analysis import diagnostics
 import zoo
 from edward_lite.mcmc import chunk, compiled
+from edward_lite.mcmc import results as results_module
 from edward_lite.mcmc import run as run_module
 from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
@@ -286,6 +287,22 @@ def test_kept_buffers_sized_to_the_draws_give_the_same_run(monkeypatch):
   np.testing.assert_array_equal(small.draws["mu"], full.draws["mu"])
   for key in ("num_gradients", "accept_prob", "log_prob"):
     np.testing.assert_array_equal(small.sample_stats[key], full.sample_stats[key])
+
+
+@pytest.mark.slow
+def test_summary_in_blocks_of_scalars_equals_the_whole(monkeypatch):
+  """``summary()`` computes its diagnostics a block of scalars at a time
+  (``CONVERGENCE_BLOCK`` values), which bounds its memory at many chains:
+  blocks of 3 scalars (3 calls for eight schools' 8 thetas) give the table
+  of one call for all."""
+  result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, chains=4,
+                          warmup=100, draws=50, seed=3, progress=False)
+  whole = result.summary()
+  monkeypatch.setattr(results_module, "CONVERGENCE_BLOCK", 3 * 4 * 50)
+  blocks = result.summary()
+  for column in ("ess_bulk", "ess_tail", "r_hat", "mcse_mean"):
+    np.testing.assert_allclose(blocks[column].to_numpy(np.float64),
+                               whole[column].to_numpy(np.float64), rtol=1e-12)
 
 
 def _capacity_seen(capacity):

@@ -191,7 +191,7 @@ class MCMCResult:
       x = self.draws[name]
       q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=(0, 1))
       if x.shape[0] >= 4:
-        stats = {k: np.asarray(v) for k, v in diagnostics.convergence(x).items()}
+        stats = _convergence_in_blocks(x)
         ess_bulk, ess_tail, r_hat, mcse = (stats[k] for k in ("ess_bulk", "ess_tail", "r_hat",
                                                                "mcse_mean"))
       else:
@@ -307,3 +307,20 @@ def _with_deterministic(target, draws, seed=0):
       tf.constant(seeds.seed_pair(seed), tf.int32), "enumerated_draws"))
   return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}
 
+
+
+# Scalars per ``diagnostics.convergence`` call: its float64 working copies
+# of ``[draws, chains, scalars]`` stay near this many values each (20 draws
+# of 10^5 chains and 10 parameters took 1.3 GB at once; RESULTS section 47).
+CONVERGENCE_BLOCK = 2**22
+
+
+def _convergence_in_blocks(x):
+  """``diagnostics.convergence`` of ``x [draws, chains, *shape]`` as NumPy
+  arrays of ``shape``, computed for a block of scalars at a time."""
+  flat = x.reshape(x.shape[:2] + (-1,))
+  block = max(1, CONVERGENCE_BLOCK // (x.shape[0] * x.shape[1]))
+  parts = [diagnostics.convergence(flat[:, :, i:i + block])
+           for i in range(0, flat.shape[2], block)]
+  return {key: np.concatenate([np.asarray(part[key]).reshape(-1) for part in parts]).reshape(
+      x.shape[2:]) for key in parts[0]}
