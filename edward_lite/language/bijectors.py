@@ -5,11 +5,9 @@
 values' support test in ``edward_lite.checks.support`` both use it.
 """
 
-import numpy as np
-import tensorflow as tf
 import tensorflow_probability as tfp
 
-from edward_lite.language.bounds import Bounds
+from edward_lite.language.bounds import Bounds, infinite
 
 __all__ = ["support_bijector"]
 
@@ -51,7 +49,7 @@ def support_bijector(dist):
 def _infinite_bounds(dist):
   """``Bounds`` for a distribution whose ``low`` or ``high`` holds an
   infinity known when the program is traced, else None."""
-  ends = [tf.get_static_value(dist.low), tf.get_static_value(dist.high)]
-  if all(end is None or np.isfinite(end).all() for end in ends):
+  if not any(mask is not None and mask.any() for mask in (infinite(dist.low),
+                                                           infinite(dist.high))):
     return None
   return Bounds(dist.low, dist.high, dist.dtype)

@@ -26,7 +26,15 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["Bounds"]
+__all__ = ["Bounds", "infinite"]
+
+
+def infinite(end):
+  """Boolean NumPy mask of the infinite elements of ``end`` (a bound),
+  or None when its value is not known while tracing (an end computed from
+  other variables)."""
+  value = tf.get_static_value(end)
+  return None if value is None else np.isinf(value)
 
 
 class Bounds(tfp.bijectors.Bijector):
@@ -44,7 +52,7 @@ class Bounds(tfp.bijectors.Bijector):
     parameters = dict(locals())
     low, high = tf.convert_to_tensor(low, dtype), tf.convert_to_tensor(high, dtype)
     # Which ends are finite, per element (static: it picks each one's branch).
-    self.finite_low, self.finite_high = _finite(low), _finite(high)
+    self.finite_low, self.finite_high = _finite(low), _finite(high)  # NumPy masks
     both = self.finite_low & self.finite_high
     self._both = tf.constant(both)
     self._low_only = tf.constant(self.finite_low & ~self.finite_high)
@@ -90,9 +98,8 @@ class Bounds(tfp.bijectors.Bijector):
 
 
 def _finite(end):
-  """Boolean NumPy mask of ``end``'s finite elements: from its value when
-  known while tracing, else all (an end computed from latents)."""
-  value = tf.get_static_value(end)
-  if value is None:
+  """``end``'s finite elements: all but the infinities known while tracing."""
+  mask = infinite(end)
+  if mask is None:
     return np.ones(end.shape if end.shape.is_fully_defined() else [], bool)
-  return np.isfinite(value)
+  return ~mask

@@ -19,8 +19,9 @@ TFP issues" lists them.
   ``TruncatedNormal`` is fine (``language.bounds`` maps such a latent).
 """
 
-import numpy as np
 import tensorflow as tf
+
+from edward_lite.language.bounds import infinite
 
 __all__ = ["FIXES", "REFUSALS"]
 
@@ -37,15 +38,8 @@ def _inflated(args, kwargs):
 FIXES = {"Inflated": _inflated}
 
 
-def _infinite_ends(distribution):
-  """``(low, high)`` masks of the infinite ends known while tracing (None:
-  an end computed from other variables)."""
-  ends = (tf.get_static_value(distribution.low), tf.get_static_value(distribution.high))
-  return tuple(None if end is None else np.isinf(end) for end in ends)
-
-
 def _truncated_cauchy(name, distribution):
-  low, high = _infinite_ends(distribution)
+  low, high = infinite(distribution.low), infinite(distribution.high)
   if any(end is not None and end.any() for end in (low, high)):
     raise ValueError(
         f"Random variable '{name}': TFP's TruncatedCauchy needs finite low and high (its "
@@ -54,7 +48,7 @@ def _truncated_cauchy(name, distribution):
 
 
 def _truncated_normal(name, distribution):
-  low, high = _infinite_ends(distribution)
+  low, high = infinite(distribution.low), infinite(distribution.high)
   if low is not None and high is not None and (low & high).any():
     raise ValueError(
         f"Random variable '{name}': a TruncatedNormal with both ends infinite is not "

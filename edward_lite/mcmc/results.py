@@ -308,7 +308,6 @@ def _with_deterministic(target, draws, seed=0):
   return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}
 
 
-
 # Scalars per ``diagnostics.convergence`` call: its float64 working copies
 # of ``[draws, chains, scalars]`` stay near this many values each (20 draws
 # of 10^5 chains and 10 parameters took 1.3 GB at once; RESULTS section 47).
