@@ -203,6 +203,22 @@ class Program:
     """The log density ``[C]`` at ``u [C, D]`` and its gradient ``[C, D]``."""
     return self._call(self._value_and_gradient_fn, u)
 
+  def with_carried(self, state):
+    """``state`` (a ``ChunkState``) with ``carried`` evaluated at its ``z``
+    and metric, where the host has set either: the log density at ``u = A
+    z`` and, for kernels with gradients, its gradient in ``z``, ``A^T
+    grad_u``.  Evaluated by the program's (uncompiled) value and gradient,
+    which the initial states' search has traced already, so the chunk's
+    compiled program holds no evaluation of the density outside its
+    transitions."""
+    if not self.kernel.carries_state:
+      return state
+    u = metric.to_u(state.z, state.metric)
+    if not self.kernel.has_gradients:
+      return state._replace(carried=(self.log_prob(u), ()))
+    log_prob, grad = self.value_and_gradient(u)
+    return state._replace(carried=(log_prob, metric.grad_to_z(grad, state.metric)))
+
   def draw_initial(self, init, chains, seed, radius, attempt):
     return self._call(self._draw_initial_fn, init, chains, seed, radius, attempt)
 
@@ -220,8 +236,11 @@ class Program:
     pool_step, pool_metric = adaptation.pool_flags(pooled)
     step_shape = [1, 1] if pool_step is True else [chains, 1]
     moments = adaptation.metric_moments_init(chains, dim, dtype, dense=rank > 0)
+    carried = ()  # placeholders: the host evaluates them (with_carried)
+    if self.kernel.carries_state:
+      carried = (tf.zeros([chains], dtype), tf.zeros_like(u) if self.kernel.has_gradients else ())
     return chunk.ChunkState(
-        u=u, z=u, metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
+        u=u, z=u, carried=carried, metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
         moments=moments, previous=moments,
         kernel_adapt=self.kernel.adapt_init(chains, dtype),
