@@ -335,4 +335,15 @@ def test_newcomer_model_runs_end_to_end_with_arviz_loo():
     m = v * (lag[keep] @ now[keep])
     exact.append(-0.5 * np.log(2 * np.pi * (1. + v * lag[t]**2))
                  - 0.5 * (now[t] - m * lag[t])**2 / (1. + v * lag[t]**2))
-  np.testing.assert_allclose(np.asarray(loo.pointwise), exact, atol=0.02)
+  # Each term's Monte Carlo error: the estimate is -log mean_s a_s with a_s =
+  # 1 / p(y_t | phi_s), so its standard error is sd(a) / (mean(a) sqrt(ESS))
+  # (delta method; ESS of a's draws).  All terms share phi's draws, so they
+  # err together: at seed 2 every term is 1-3 standard errors off, as phi's
+  # mean is 2.7 MCSE off its exact value (a fixed 0.02 failed there).
+  a = np.exp(-log_lik[..., 1:].astype(np.float64))
+  a /= a.mean(axis=(0, 1))
+  ess = np.array([float(np.squeeze(ed.diagnostics.ess_bulk(a[..., t].T)))
+                  for t in range(a.shape[-1])])
+  se = a.std(axis=(0, 1)) / np.sqrt(ess)
+  error = np.abs(np.asarray(loo.pointwise) - np.array(exact))
+  assert np.all(error < 4. * se), (error / se).max()
