@@ -121,6 +121,7 @@ class Program:
     self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit, autograph=False)
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
+    self._carried_fn = tf.function(self._carried, jit_compile=jit, autograph=False)
     self._concrete = {}
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
@@ -130,7 +131,8 @@ class Program:
     # The functions kept on disk: the two whose traces take seconds (the
     # small ones trace in less time than a SavedModel takes to load).
     self._names = {self._run_chunk_fn: "run_chunk",
-                   self._value_and_gradient_fn: "value_and_gradient"}
+                   self._value_and_gradient_fn: "value_and_gradient",
+                   self._carried_fn: "carried"}
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
@@ -205,19 +207,21 @@ class Program:
 
   def with_carried(self, state):
     """``state`` (a ``ChunkState``) with ``carried`` evaluated at its ``z``
-    and metric, where the host has set either: the log density at ``u = A
-    z`` and, for kernels with gradients, its gradient in ``z``, ``A^T
-    grad_u``.  Evaluated by the program's (uncompiled) value and gradient,
-    which the initial states' search has traced already, so the chunk's
-    compiled program holds no evaluation of the density outside its
-    transitions."""
+    and metric, where the host has set either (a new run, a window's end):
+    the kernel's ``init`` there, compiled as the chunk is.  The same
+    compiled evaluation as the transitions' own: with the density evaluated
+    another way (TensorFlow's kernels without XLA, round-off apart), a
+    chain started far out (log density -1e13) saw a start 1e7 off its
+    proposals' and the step size ran away (the real-data ARMA, RESULTS
+    section 48)."""
     if not self.kernel.carries_state:
       return state
-    u = metric.to_u(state.z, state.metric)
-    if not self.kernel.has_gradients:
-      return state._replace(carried=(self.log_prob(u), ()))
-    log_prob, grad = self.value_and_gradient(u)
-    return state._replace(carried=(log_prob, metric.grad_to_z(grad, state.metric)))
+    return state._replace(carried=self._call(self._carried_fn, state.z, state.metric))
+
+  def _carried(self, z, metric_):
+    kstate = self.kernel.init(z, lambda z: self.density.log_prob_flat(metric.to_u(z, metric_)),
+                              tf.ones([], z.dtype))
+    return kstate.log_prob, kstate.grad
 
   def draw_initial(self, init, chains, seed, radius, attempt):
     return self._call(self._draw_initial_fn, init, chains, seed, radius, attempt)

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["Metric", "to_u", "to_z", "grad_to_u", "grad_to_z", "identity", "inverse_metric"]
+__all__ = ["Metric", "to_u", "to_z", "grad_to_u", "identity", "inverse_metric"]
 
 
 class Metric(NamedTuple):
@@ -63,14 +63,6 @@ def grad_to_u(grad_z, metric):
     return tf.transpose(tf.linalg.triangular_solve(metric.scale[0], tf.transpose(grad_z),
                                                    lower=True, adjoint=True))
   return _low_rank_apply(grad_z, metric, -1.) / metric.scale
-
-
-def grad_to_z(grad_u, metric):
-  """The gradient in ``z`` from the gradient in ``u``: ``A^T grad_u`` (the
-  low-rank factor ``I + V (r - 1) V^T`` is symmetric)."""
-  if metric.scale.shape.rank == 3:
-    return tf.linalg.matvec(metric.scale, grad_u, adjoint_a=True)
-  return _low_rank_apply(metric.scale * grad_u, metric, 1.)
 
 
 def identity(dim, chains, pooled, dense, rank, dtype):
