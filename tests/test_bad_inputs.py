@@ -248,7 +248,8 @@ def _corrupt_meta(tmp):
 
 def _foreign_meta(tmp):
   os.makedirs(os.path.join(tmp, "ckpt"))
-  _write(os.path.join(tmp, "ckpt", "meta.json"), json.dumps({"format": checkpoint.FORMAT, "model": "x"}))
+  _write(os.path.join(tmp, "ckpt", "meta.json"),
+         json.dumps({"format": checkpoint.FORMAT, "model": "x"}))
   return os.path.join(tmp, "ckpt")
 
 

@@ -72,7 +72,8 @@ class ChunkState(NamedTuple):
     ``adaptation.pool_flags``."""
     step_axis = None if pool_step is True else 0
     return ChunkState(
-        u=0, z=0, carried=tf.nest.map_structure(lambda _: 0, self.carried), metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
+        u=0, z=0, carried=tf.nest.map_structure(lambda _: 0, self.carried),
+        metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
         dual_avg=tf.nest.map_structure(lambda _: step_axis, self.dual_avg),
         moments=adaptation.METRIC_MOMENTS_CHAIN_AXES,
         previous=adaptation.METRIC_MOMENTS_CHAIN_AXES,

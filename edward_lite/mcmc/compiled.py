@@ -244,7 +244,8 @@ class Program:
     if self.kernel.carries_state:
       carried = (tf.zeros([chains], dtype), tf.zeros_like(u) if self.kernel.has_gradients else ())
     return chunk.ChunkState(
-        u=u, z=u, carried=carried, metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
+        u=u, z=u, carried=carried,
+        metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
         moments=moments, previous=moments,
         kernel_adapt=self.kernel.adapt_init(chains, dtype),
