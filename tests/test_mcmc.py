@@ -305,42 +305,6 @@ def test_summary_in_blocks_of_scalars_equals_the_whole(monkeypatch):
                                whole[column].to_numpy(np.float64), rtol=1e-12)
 
 
-@pytest.mark.parametrize("kernel", ["nuts", "rwmh"])
-def test_each_chunk_hands_the_next_the_density_at_its_last_state(monkeypatch, kernel):
-  """A chunk starts from the log density (and gradient in ``z``) its
-  predecessor's last transition computed, or that the host had evaluated
-  where it moved the chains or changed the metric (``Program.with_carried``,
-  the kernel's ``init`` compiled as the chunk is).  At every chunk's end the
-  two agree bit for bit, through the windows' metric updates (NUTS's low
-  rank on this correlated posterior, RWMH's diagonal): a start evaluated
-  another way, off by round-off, once let a chain started far out run away
-  (RESULTS section 48)."""
-  chunks = []
-  run_chunk = compiled.Program.run_chunk
-
-  def recorded(program, state, inputs, capacity):
-    new_state, out = run_chunk(program, state, inputs, capacity)
-    chunks.append((program, new_state))
-    return new_state, out
-
-  monkeypatch.setattr(compiled.Program, "run_chunk", recorded)
-  ed.mcmc.sample(correlated_normal, kernel=kernel, chains=3, warmup=150, draws=40, seed=5,
-                 chunk_size=25, progress=False)
-  assert len(chunks) >= 8
-  for program, state in chunks:
-    assert len(state.carried) == 2
-    again = program.with_carried(state._replace(carried=()))
-    np.testing.assert_array_equal(state.carried[0], again.carried[0])
-    if kernel == "nuts":
-      np.testing.assert_array_equal(state.carried[1], again.carried[1])
-    else:
-      assert state.carried[1] == () == again.carried[1]
-  final = chunks[-1][1].metric
-  # A metric was adapted: low rank for NUTS (from gradients), diagonal for RWMH.
-  moved = final.root.numpy() if kernel == "nuts" else final.scale.numpy()
-  assert np.abs(moved - 1.).max() > 0.1
-
-
 def _capacity_seen(capacity):
   """``Run._capacity``, recording what it returns."""
   _capacity_seen.values = []

@@ -154,13 +154,6 @@ class Kernel:
 
   # Whether warmup adapts the step size (RWMH(adapt=False) keeps its scale).
   adapts_step_size = True
-  # Whether the kernel's state is a ``GradState`` (position, log density,
-  # gradient or ``()``), which a chunk then hands to the next
-  # (``ChunkState.carried``) instead of evaluating the density again at its
-  # start: one density and gradient fewer in the compiled program
-  # (RESULTS section 48).  Other kernels' states are made by ``init`` in
-  # every chunk.
-  carries_state = False
   # Whether ``gradient(kstate)`` gives the log density's gradient at the
   # state, from which warmup estimates the metric (``metric_update``).
   has_gradients = False
@@ -229,7 +222,6 @@ class GradientKernel(Kernel):
   log density and gradient (HMC, ChEES, NUTS)."""
 
   has_gradients = True
-  carries_state = True
 
   def gradient(self, kstate):
     return kstate.grad

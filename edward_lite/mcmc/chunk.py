@@ -53,11 +53,6 @@ class ChunkState(NamedTuple):
   # metric)), carried so that a chunk boundary does not round-trip z through
   # u, which would make the draws depend on the chunking by round-off.
   z: tf.Tensor
-  # For kernels that carry their state (``Kernel.carries_state``): the log
-  # density ``[C]`` and its gradient in ``z`` ``[C, D]`` (``()`` for RWMH) at
-  # ``z``, from the previous chunk's last transition or, where the host
-  # moved ``z`` or changed the metric, from ``Program.carried_at``; else ``()``.
-  carried: tuple
   metric: Metric           # the preconditioning (metric.py)
   dual_avg: adaptation.DualAveragingState  # step sizes, [1 or C, 1] each
   moments: adaptation.MetricMoments        # this window's moments per chain
@@ -72,8 +67,7 @@ class ChunkState(NamedTuple):
     ``adaptation.pool_flags``."""
     step_axis = None if pool_step is True else 0
     return ChunkState(
-        u=0, z=0, carried=tf.nest.map_structure(lambda _: 0, self.carried),
-        metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
+        u=0, z=0, metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
         dual_avg=tf.nest.map_structure(lambda _: step_axis, self.dual_avg),
         moments=adaptation.METRIC_MOMENTS_CHAIN_AXES,
         previous=adaptation.METRIC_MOMENTS_CHAIN_AXES,
@@ -132,13 +126,10 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
   rows = capacity + 1 if capacity else 0
   buffers = {key: tf.zeros([rows, chains], d) for key, d in stat_dtypes.items()}
   buffers["draws"] = tf.zeros([rows, chains, target.constrained_dim], dtype)
+  step0 = tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step)
   rounds_mode = kernel.supports_rounds and chains >= ROUNDS_MIN_CHAINS
   warmup_rounds = rounds_mode and chains >= WARMUP_ROUNDS_MIN_CHAINS and WARMUP_ROUND > 1
-  if kernel.carries_state:
-    kstate = base.GradState(state.z, *state.carried)
-  else:
-    kstate = kernel.init(state.z, log_prob,
-                         tf.where(adapt_step, tf.exp(state.dual_avg.log_step), final_step))
+  kstate = kernel.init(state.z, log_prob, step0)
   totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
                 accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32),
                 log_prob=tf.zeros([chains], dtype), log_prob_sq=tf.zeros([chains], dtype))
@@ -274,9 +265,8 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     carry = segments(tf.constant(0), n, carry, one_step)[1:]
   kstate, dual_avg, moments, kadapt, stream, buffers, totals = carry
   z = kernel.state(kstate)
-  carried = (kstate.log_prob, kstate.grad) if kernel.carries_state else ()
-  new_state = ChunkState(to_u(z, metric), z, carried, metric, dual_avg, moments, state.previous,
-                         kadapt, stream)
+  new_state = ChunkState(to_u(z, metric), z, metric, dual_avg, moments, state.previous, kadapt,
+                         stream)
   # Full buffers (without the scratch row): slicing to the kept count here
   # would make it a compile-time constant and recompile for every chunk
   # length; the host slices instead.

@@ -121,7 +121,6 @@ class Program:
     self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit, autograph=False)
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
-    self._carried_fn = tf.function(self._carried, jit_compile=jit, autograph=False)
     self._concrete = {}
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
@@ -131,8 +130,7 @@ class Program:
     # The functions kept on disk: the two whose traces take seconds (the
     # small ones trace in less time than a SavedModel takes to load).
     self._names = {self._run_chunk_fn: "run_chunk",
-                   self._value_and_gradient_fn: "value_and_gradient",
-                   self._carried_fn: "carried"}
+                   self._value_and_gradient_fn: "value_and_gradient"}
 
   def _call(self, fn, *args):
     """``fn(*args)`` through the concrete function of the argument signature
@@ -205,24 +203,6 @@ class Program:
     """The log density ``[C]`` at ``u [C, D]`` and its gradient ``[C, D]``."""
     return self._call(self._value_and_gradient_fn, u)
 
-  def with_carried(self, state):
-    """``state`` (a ``ChunkState``) with ``carried`` evaluated at its ``z``
-    and metric, where the host has set either (a new run, a window's end):
-    the kernel's ``init`` there, compiled as the chunk is.  The same
-    compiled evaluation as the transitions' own: with the density evaluated
-    another way (TensorFlow's kernels without XLA, round-off apart), a
-    chain started far out (log density -1e13) saw a start 1e7 off its
-    proposals' and the step size ran away (the real-data ARMA, RESULTS
-    section 48)."""
-    if not self.kernel.carries_state:
-      return state
-    return state._replace(carried=self._call(self._carried_fn, state.z, state.metric))
-
-  def _carried(self, z, metric_):
-    kstate = self.kernel.init(z, lambda z: self.density.log_prob_flat(metric.to_u(z, metric_)),
-                              tf.ones([], z.dtype))
-    return kstate.log_prob, kstate.grad
-
   def draw_initial(self, init, chains, seed, radius, attempt):
     return self._call(self._draw_initial_fn, init, chains, seed, radius, attempt)
 
@@ -240,12 +220,8 @@ class Program:
     pool_step, pool_metric = adaptation.pool_flags(pooled)
     step_shape = [1, 1] if pool_step is True else [chains, 1]
     moments = adaptation.metric_moments_init(chains, dim, dtype, dense=rank > 0)
-    carried = ()  # placeholders: the host evaluates them (with_carried)
-    if self.kernel.carries_state:
-      carried = (tf.zeros([chains], dtype), tf.zeros_like(u) if self.kernel.has_gradients else ())
     return chunk.ChunkState(
-        u=u, z=u, carried=carried,
-        metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
+        u=u, z=u, metric=metric.identity(dim, chains, pool_metric, False, rank, dtype),
         dual_avg=adaptation.dual_averaging_init(tf.fill(step_shape, step_size)),
         moments=moments, previous=moments,
         kernel_adapt=self.kernel.adapt_init(chains, dtype),

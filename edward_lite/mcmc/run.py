@@ -118,7 +118,7 @@ class Run:
       start = metric_update.initial_metric(
           state.metric, program.value_and_gradient(state.u)[1], self.adapt)
       state = state._replace(metric=start, z=metric.to_z(state.u, start))
-    self.state = program.with_carried(state)
+    self.state = state
 
   def _initialize_while_compiling(self):
     """``_initialize``, while the first chunk's program compiles on another
@@ -264,8 +264,7 @@ class Run:
         state = metric_update.restart_step_size(state)
       self.schedule = schedule.end_warmup(self.schedule, end, self.settings.draws)
       self.ended_at = end
-    # The chains' z or metric changed: the kernel's carried state with them.
-    self.state, self.adapt = self.program.with_carried(state), adapt
+    self.state, self.adapt = state, adapt
     return ended
 
   def _record(self, step, in_warmup, kept, totals):

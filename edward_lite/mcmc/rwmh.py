@@ -48,8 +48,6 @@ class RWMH(Kernel):
       return self.target_accept
     return 0.44 if dim == 1 else 0.234
 
-  carries_state = True
-
   def init(self, z, fn, step_size):
     del step_size
     return GradState(z, fn(z), ())

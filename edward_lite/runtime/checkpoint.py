@@ -48,8 +48,7 @@ from edward_lite.version import __version__
 __all__ = ["Checkpointer", "CheckpointMismatchError", "CheckpointCorruptError",
            "CheckpointLockedError", "closes_checkpoints"]
 
-FORMAT = 3  # of meta.json; 1 had no "format" key and named the model only; 2's sampler
-# state did not carry the kernel's log density and gradient (ChunkState.carried)
+FORMAT = 2  # of meta.json; 1 had no "format" key and named the model only
 META, STATE = "meta.json", "state.npz"
 _CHUNK = re.compile(r"chunk_(\d{12})\.npz")
 # Files a killed write leaves: "<name>.<random>.tmp" (and "tmp<random>.tmp.npz"
