@@ -69,6 +69,38 @@ def test_bernoulli_labels_one_two_rejected_by_mcmc_sample_without_compiling():
   assert time.perf_counter() - start < 1.5  # nothing was compiled
 
 
+def zero_inflated_counts(x):
+  """A zero-inflated negative binomial as a Stan user writes it (log_mix of
+  a point mass at zero and a count distribution)."""
+  w = ed.Normal(tf.zeros(3), 1., name="w")
+  theta = ed.Beta(1., 1., name="theta")
+  weights = tf.stack([theta * tf.ones(20), (1. - theta) * tf.ones(20)], -1)
+  counts = tfd.NegativeBinomial.experimental_from_mean_dispersion(
+      tf.exp(tf.linalg.matvec(x, w)), 0.5)
+  return ed.Mixture(cat=tfd.Categorical(probs=weights),
+                    components=[tfd.Deterministic(tf.zeros(20)), counts], name="counts")
+
+
+def test_a_mixtures_support_is_its_components_union():
+  counts = np.arange(20, dtype=np.float32) % 4  # zeros and counts: valid
+  ed.make_target(zero_inflated_counts, X, observed={"counts": counts})
+  counts[[5, 9]] = [-1., 2.5]  # outside both components
+  start = time.perf_counter()
+  with pytest.raises(ValueError, match=outside(
+      "counts", "Mixture", r"a value of one of its components \(Deterministic: its loc \(0\); "
+      r"NegativeBinomial: non-negative integers\)") +
+                     r": 2 of 20 values are not, the first at index \[5\] is -1\.$"):
+    ed.mcmc.sample(zero_inflated_counts, X, observed={"counts": counts}, chains=2, warmup=10,
+                   draws=10, progress=False)
+  assert time.perf_counter() - start < 1.5  # refused before any compile
+
+
+def test_a_mixture_with_a_component_that_takes_everything_is_not_checked():
+  mixture = tfd.Mixture(cat=tfd.Categorical(probs=[0.5, 0.5]),
+                        components=[tfd.Poisson(3.), tfd.Normal(0., 1.)])
+  check_observed_support("y", mixture, np.array([-1.5, 2.], np.float32))  # the normal's
+
+
 @pytest.mark.parametrize("bad, first", [(1.5, "1.5"), (-2., "-2")], ids=["fractional", "negative"])
 def test_poisson_counts_must_be_non_negative_integers(bad, first):
   counts = np.arange(20, dtype=np.float32) % 4

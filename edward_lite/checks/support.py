@@ -88,8 +88,6 @@ def check_observed_support(name, distribution, value, random=None):
   """
   if not tf.executing_eagerly() or not _concrete(value):
     return
-  random = random or (lambda fn: False)
-  kind = type(distribution).__name__
   try:
     array = np.asarray(value)
   except (TypeError, ValueError):  # not an array NumPy can read (ragged): not checkable here
@@ -97,28 +95,74 @@ def check_observed_support(name, distribution, value, random=None):
   if array.size == 0:
     return
 
+  failure = _failure(name, distribution, value, array, random or (lambda fn: False))
+  if failure is not None:
+    _raise(name, type(distribution).__name__, array, *failure)
+
+
+def _failure(name, distribution, value, array, random):
+  """``(expected, bad mask, event_ndims)`` or None: the check of the module
+  docstring for one distribution."""
+  if isinstance(distribution, tfd.Mixture):
+    return _mixture_failure(name, distribution, value, array, random)
   inner, path, aligned = _unwrap(distribution)
   inner_random = lambda fn: random(lambda d: fn(path(d)))  # pylint: disable=unnecessary-lambda-assignment
+  if isinstance(inner, tfd.Deterministic):
+    return _point_failure(inner, array, inner_random, aligned)
   if isinstance(inner, DISCRETE):
     failure = discrete_failure(inner, array, inner_random, aligned)
-    if failure is not None:
-      _raise(name, kind, array, *failure)
-    _log_prob_fallback(name, kind, distribution, value, array, random)
-    return
+    if failure is not None and np.any(failure[1]):
+      return failure
+    return _log_prob_failure(name, distribution, value, array, random)
   if not distribution.dtype.is_floating:
-    _log_prob_fallback(name, kind, distribution, value, array, random)
-    return
+    return _log_prob_failure(name, distribution, value, array, random)
   bijector = support_bijector(distribution)
   if bijector is None:
-    _log_prob_fallback(name, kind, distribution, value, array, random)
-    return
+    return _log_prob_failure(name, distribution, value, array, random)
   if isinstance(bijector, tfb.Identity):
-    return  # the whole space
+    return None  # the whole space
   if random(lambda d: d.experimental_default_event_space_bijector()):
-    return  # the support's bounds are drawn from the prior: not checkable here
-  failure = bijector_failure(distribution, bijector, value, array)
-  if failure is not None:
-    _raise(name, kind, array, *failure)
+    return None  # the support's bounds are drawn from the prior: not checkable here
+  return bijector_failure(distribution, bijector, value, array)
+
+
+def _point_failure(dist, array, random, aligned):
+  """A ``Deterministic``'s one point, ``|x - loc| <= atol + rtol |loc|``,
+  when ``loc`` is given (not drawn from latents) and lines up with the value."""
+  if not aligned or random(lambda d: d.loc):
+    return None
+  loc = np.asarray(dist.loc)
+  slack = np.asarray(dist.atol if dist.atol is not None else 0.) + np.asarray(
+      dist.rtol if dist.rtol is not None else 0.) * np.abs(loc)
+  with np.errstate(invalid="ignore"):
+    try:
+      bad = np.broadcast_to(np.abs(array - loc) > slack, array.shape)
+    except ValueError:  # shapes do not line up: not checkable here
+      return None
+  point = f" ({loc.flat[0]:g})" if loc.size and np.all(loc == loc.flat[0]) else ""
+  return f"its loc{point}", bad, 0
+
+
+def _mixture_failure(name, mixture, value, array, random):
+  """A ``tfd.Mixture``'s support is the union of its components': a value
+  fails where every component's check fails (a zero-inflated count written
+  as a mixture of ``Deterministic(0)`` and a count distribution rejects -1,
+  not 0 or 3).  None where any component cannot be checked or accepts
+  everything, or the components' checks do not line up."""
+  expected, bad, event_ndims = [], None, None
+  for i, component in enumerate(mixture.components):
+    failure = _failure(name, component, value, array,
+                       lambda fn, i=i: random(lambda d: fn(d.components[i])))
+    if failure is None:
+      return None
+    text, component_bad, component_ndims = failure
+    component_bad = np.asarray(component_bad, bool)
+    if bad is not None and (component_ndims != event_ndims or component_bad.shape != bad.shape):
+      return None
+    bad = component_bad if bad is None else bad & component_bad
+    event_ndims = component_ndims
+    expected.append(f"{type(component).__name__}: {text}")
+  return f"a value of one of its components ({'; '.join(expected)})", bad, event_ndims
 
 
 # -- helpers ----------------------------------------------------------------
@@ -154,26 +198,26 @@ def _unwrap(dist):
   return dist, path, aligned
 
 
-def _log_prob_fallback(name, kind, dist, value, array, random):
-  """Zero-probability values when no parameter is random."""
+def _log_prob_failure(name, dist, value, array, random):
+  """Zero-probability values when no parameter is random, as ``(expected,
+  bad mask, event_ndims)``, or None."""
   if random(lambda d: d.parameters):
-    return
+    return None
   try:
     log_prob = np.asarray(dist.log_prob(value))
   except UNEVALUATED:  # a log_prob TFP cannot compute here: the target's reports it
-    return
+    return None
   with np.errstate(invalid="ignore"):
     bad = np.isnan(log_prob) | (log_prob == -np.inf)
   if not bad.any():
-    return
+    return None
   event_ndims = array.ndim - log_prob.ndim
   if event_ndims < 0 or array.shape[:log_prob.ndim] != log_prob.shape:
     raise ValueError(
         f"Observed value of random variable '{name}' has zero probability under its "
-        f"{kind} distribution: log_prob is -inf or NaN for {int(bad.sum())} of "
+        f"{type(dist).__name__} distribution: log_prob is -inf or NaN for {int(bad.sum())} of "
         f"{bad.size} values.")
-  _raise(name, kind, array, "values of non-zero probability (log_prob is -inf or NaN)", bad,
-         event_ndims)
+  return "values of non-zero probability (log_prob is -inf or NaN)", bad, event_ndims
 
 
 _UNITS = {0: "values", 1: "vectors", 2: "matrices"}
