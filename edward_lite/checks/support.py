@@ -31,6 +31,10 @@ Three kinds of check, in this order:
 3. Otherwise, when the distribution's parameters are given (see below) and
    its support is not the whole space: ``log_prob`` is ``-inf`` or NaN.
 
+A ``Deterministic`` is checked against its ``loc`` (within ``atol`` and
+``rtol``), and a ``Mixture`` against the union of its components' supports:
+a value fails where every component's check fails.
+
 Random parameters.  ``make_target`` calls this with the distribution built
 from a prior draw of the latent variables, so a bound computed from a latent
 (``Uniform(0., theta)``, ``Binomial(total_count=n_latent)``) is a random
