@@ -95,6 +95,14 @@ def test_a_mixtures_support_is_its_components_union():
   assert time.perf_counter() - start < 1.5  # refused before any compile
 
 
+def test_a_mixture_is_checked_inside_a_wrapper():
+  mixture = tfd.Mixture(cat=tfd.Categorical(probs=tf.fill([3, 2], 0.5)),
+                        components=[tfd.Deterministic(tf.zeros(3)), tfd.Poisson(tf.ones(3))])
+  with pytest.raises(ValueError, match=outside("y", "Independent", "a value of one of its") +
+                     r".*: 1 of 3 values are not, the first at index \[1\] is -2\.$"):
+    check_observed_support("y", tfd.Independent(mixture, 1), np.array([0., -2., 3.], np.float32))
+
+
 def test_a_mixture_with_a_component_that_takes_everything_is_not_checked():
   mixture = tfd.Mixture(cat=tfd.Categorical(probs=[0.5, 0.5]),
                         components=[tfd.Poisson(3.), tfd.Normal(0., 1.)])

@@ -107,10 +107,10 @@ def check_observed_support(name, distribution, value, random=None):
 def _failure(name, distribution, value, array, random):
   """``(expected, bad mask, event_ndims)`` or None: the check of the module
   docstring for one distribution."""
-  if isinstance(distribution, tfd.Mixture):
-    return _mixture_failure(name, distribution, value, array, random)
   inner, path, aligned = _unwrap(distribution)
   inner_random = lambda fn: random(lambda d: fn(path(d)))  # pylint: disable=unnecessary-lambda-assignment
+  if isinstance(inner, tfd.Mixture):
+    return _mixture_failure(name, inner, value, array, inner_random)
   if isinstance(inner, tfd.Deterministic):
     return _point_failure(inner, array, inner_random, aligned)
   if isinstance(inner, DISCRETE):
