@@ -37,6 +37,7 @@ from edward_lite.distribute.strategies import resolve
 from edward_lite.mcmc.compiled import Program
 from test_nonfinite import bounds_from_latents, minus_infinity_factor  # shared models
 
+tfd, tfb = tfp.distributions, tfp.bijectors
 elbo_module = sys.modules["edward_lite.vi.elbo"]  # the fit's compiled chunk
 simulation_module = sys.modules["edward_lite.model.simulation"]
 
@@ -65,6 +66,18 @@ X = np.array([[1., 0.], [0., 1.], [1., 1.]], np.float32)
 def counts_as_float64(counts):
   rate = ed.Gamma(2., 1., name="rate")
   ed.Factor(tf.reduce_sum(tf.convert_to_tensor(counts, tf.float64)) * 0. + rate, name="term")
+
+
+def ascending_over_scalars():
+  # A bijector on vectors over a batch of scalars: TFP samples it, and only
+  # its log density fails (tfd.Sample(tfd.Normal(0., 5.), 3) was meant).
+  c = ed.TransformedDistribution(tfd.Normal(tf.zeros(3), 5.), tfb.Ascending(), name="c")
+  return ed.Normal(c, 1., name="y")
+
+
+def group_effects(codes):  # codes: int8, as pandas' category codes
+  u = ed.Normal(tf.zeros(3), 1., name="u")
+  return ed.Normal(tf.gather(u, codes), 1., name="y")
 
 
 def poisson_counts_factor(counts):  # counts: an int64 column
@@ -425,6 +438,15 @@ CASES = [
          lambda t: ed.make_target(float64_distribution_built_by_user, observed=OBS), TypeError,
          r"mixes floating dtypes after random variable 'phi_inv' .*the model runs in float32, "
          r"but random variable 'beta' is float64:"),
+    case("sample-bijector-needs-an-event",
+         lambda t: ed.mcmc.sample(ascending_over_scalars, observed=OBS, chains=2, warmup=10,
+                                  draws=10, progress=False), ValueError,
+         r"random variable 'c' \(TransformedDistribution\).*Ascending acts on events of at "
+         r"least 1 dimension.*event shape \[\], batch shape \[3\].*tfd\.Sample"),
+    case("target-int8-indices",
+         lambda t: ed.make_target(group_effects, np.array([0, 2, 1], np.int8), observed=OBS),
+         ValueError, r"group_effects failed after random variable 'u'.*tf\.gather\(u, codes\)"
+         r".*int32 or int64, not int8: convert the indices with \.astype\(np\.int32\)"),
     case("target-unknown-keyword", lambda t: ed.make_target(with_options, 0., observed=OBS,
                                                             scael=2.), TypeError, r"scael"),
 

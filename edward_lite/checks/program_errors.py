@@ -16,7 +16,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["is_dtype_conflict", "first_line", "program_site", "describe_arguments",
-           "strings_hint", "outside_data_hint", "integer_arguments"]
+           "strings_hint", "outside_data_hint", "integer_arguments", "event_rank_hint",
+           "index_dtype_hint"]
 
 
 def outside_data_hint(program):
@@ -150,6 +151,42 @@ def program_site(tb, until=None):
       where = f" at {os.path.basename(filename)}:{tb.tb_lineno}" + (f" ({line})" if line else "")
     tb = tb.tb_next
   return where
+
+
+_SMALL_INDEX = re.compile(r"attr '(?:Tindices|TI|Taxis)' of (u?int(?:8|16)) is not in the list")
+
+
+def index_dtype_hint(error):
+  """Words for indices of a dtype TensorFlow's indexing ops do not take
+  (pandas' category codes are int8); empty for any other error."""
+  found = _SMALL_INDEX.search(str(error))
+  if not found:
+    return ""
+  return (f" TensorFlow indexes (tf.gather, tf.one_hot, ...) with int32 or int64, not "
+          f"{found.group(1)}: convert the indices with .astype(np.int32) (pandas' category "
+          f"codes are int8).")
+
+
+def event_rank_hint(dist):
+  """Words for a ``TransformedDistribution`` whose bijector acts on events of
+  more dimensions than its base distribution's (a bijector on vectors, such
+  as ``Ascending``, over a batch of scalars ``Normal(tf.zeros(3), 1.)``):
+  TFP samples it but cannot give its log density.  Empty otherwise."""
+  try:  # a hint: it must never hide the error it is added to
+    if not isinstance(dist, tfp.distributions.TransformedDistribution):
+      return ""
+    need = max(tf.nest.flatten(dist.bijector.forward_min_event_ndims))
+    base = dist.distribution
+    have = base.event_shape.rank
+    if have is None or have >= need:
+      return ""
+    return (f"Its bijector {type(dist.bijector).__name__} acts on events of at least "
+            f"{need} dimension(s), but the base distribution's events have {have} (event "
+            f"shape {base.event_shape.as_list()}, batch shape {base.batch_shape.as_list()}): "
+            f"make the base's batch its event with tfd.Sample(base, n) or "
+            f"tfd.Independent(base, reinterpreted_batch_ndims={need - have}).")
+  except Exception:  # pylint: disable=broad-except
+    return ""
 
 
 def first_line(error):

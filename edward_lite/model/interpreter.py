@@ -27,6 +27,7 @@ from typing import Dict, NamedTuple
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.checks.program_errors import event_rank_hint, first_line
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.language.random_variable import DeferredValue
 from edward_lite.language.tracing import trace
@@ -108,7 +109,7 @@ def run(target, values, mode=Mode.UNCONSTRAINED, enumerated=None, elementwise=Fa
           _enumerated_value, fill, kwargs.get("sample_shape", ())))
     rv = variables[name] = fn(*args, **kwargs)
     if role != "deterministic" and densities:
-      term = log_prob_term(rv.distribution, rv.value)
+      term = _term(name, rv)
       named_terms[name] = _scaled(term if elementwise else tf.reduce_sum(term),
                                   data.scale_of(role == "observed"))
     return rv
@@ -182,6 +183,20 @@ def _enumerated_value(fill, sample_shape, dist):
 
 def _scaled(term, scale):
   return term if scale is None else term * tf.cast(scale, term.dtype)
+
+
+def _term(name, rv):
+  """``log_prob_term`` of the random variable ``name``; TFP's error when
+  the distribution cannot give its log density (often a shape mistake that
+  sampling let through) is raised again naming the variable."""
+  try:
+    return log_prob_term(rv.distribution, rv.value)
+  except (TypeError, ValueError, NotImplementedError) as e:
+    kind = next(k for k in (TypeError, NotImplementedError, ValueError) if isinstance(e, k))
+    hint = event_rank_hint(rv.distribution)
+    raise kind(f"The log density of random variable '{name}' "
+               f"({type(rv.distribution).__name__}) cannot be computed: "
+               f"{first_line(e).rstrip('.')}.{' ' + hint if hint else ''}") from e
 
 
 def log_prob_term(dist, value):

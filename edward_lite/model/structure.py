@@ -31,9 +31,9 @@ from edward_lite.model import enumeration_plan
 from edward_lite.language.bijectors import support_bijector
 from edward_lite.checks.control_flow import check_python_control_flow
 from edward_lite.model.data import ModelData, call_program, check_finite, prepare_arguments
-from edward_lite.checks.program_errors import (describe_arguments, first_line, integer_arguments,
-                                               is_dtype_conflict, outside_data_hint, program_site,
-                                               strings_hint)
+from edward_lite.checks.program_errors import (describe_arguments, first_line, index_dtype_hint,
+                                               integer_arguments, is_dtype_conflict,
+                                               outside_data_hint, program_site, strings_hint)
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.checks.support import check_observed_support
 from edward_lite.language.tracing import check_unique_name, trace
@@ -215,7 +215,8 @@ def _trace(program, data, float_dtype):
         # instead of the bare op error.
         error = ValueError if isinstance(e, tf.errors.OpError) else TypeError
         raise error(f"{where}{program_site(e.__traceback__)}: {first_line(e)}; its "
-                    f"arguments: {describe_arguments(program, data)}{strings}.") from e
+                    f"arguments: {describe_arguments(program, data)}{strings}."
+                    f"{index_dtype_hint(e)}") from e
       if first_line(e).startswith("Tensor conversion requested dtype") and not (
           is_dtype_conflict(e)):
         # tf.convert_to_tensor(data, dtype=...) on an argument: NumPy and
