@@ -118,7 +118,13 @@ class Program:
       with base.random_algorithm(alg):
         return chunk.run_chunk(target, density, kernel, state, inputs, capacity)
 
-    self._run_chunk_fn = tf.function(run_chunk, jit_compile=jit, autograph=False)
+    # Under XLA every op is stateless or dropped (Assert, Print), so the
+    # control dependencies TensorFlow adds between stateful ops in program
+    # order order nothing; finding them took a tenth of the chunk's trace
+    # (RESULTS section 49).  Without XLA, assertions need them.
+    self._run_chunk_fn = tf.function(
+        run_chunk, jit_compile=jit, autograph=False,
+        experimental_attributes={"_disable_acd": True} if jit else None)
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
