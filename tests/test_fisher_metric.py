@@ -181,14 +181,14 @@ def test_short_windows_tile_the_warmup_and_grow():
 
 def test_metric_settings_choose_by_kernel_size_and_request():
   nuts, rwmh = ed.mcmc.NUTS(), ed.mcmc.RWMH()
-  assert metric_update.metric_settings(True, nuts, 10, 4, True).kind == "low_rank"
-  assert metric_update.metric_settings(True, nuts, 10, 4, False).kind == "diag"
-  assert metric_update.metric_settings(True, nuts, 5000, 4, True).kind == "diag"
-  assert metric_update.metric_settings(True, rwmh, 10, 4, True).kind == "diag"
-  dense = metric_update.metric_settings("dense", nuts, 10, 4, False)
+  assert metric_update.metric_settings(True, nuts, 10, True).kind == "low_rank"
+  assert metric_update.metric_settings(True, nuts, 10, False).kind == "diag"
+  assert metric_update.metric_settings(True, nuts, 5000, True).kind == "diag"
+  assert metric_update.metric_settings(True, rwmh, 10, True).kind == "diag"
+  dense = metric_update.metric_settings("dense", nuts, 10, False)
   assert dense.rank == 10 and dense.pooled  # one metric for all chains
   with pytest.raises(ValueError, match="too large"):
-    metric_update.metric_settings("low_rank", nuts, 5000, 4, True)
+    metric_update.metric_settings("low_rank", nuts, 5000, True)
 
 
 def test_the_step_size_restarts_for_the_final_window_only_with_a_diagonal_metric():

@@ -19,6 +19,10 @@ across chains by default), regularized towards 1e-3 as
 ``n/(n+5) var + 1e-3 * 5/(n+5)``, and becomes the inverse mass matrix; the step size is re-adapted after each window and in a final
 fast window.  A dense metric (``adapt_metric="dense"``) estimates the full
 covariance ``S`` the same way and preconditions with its Cholesky factor.
+Its moments keep per chain only the means and variances (``[C, D]``), and
+the sum over chains of the outer-product increments once (``[D, D]``): the
+covariance pools the chains exactly, as the variances do, in ``O(D^2)``
+memory instead of ``O(C D^2)``.
 
 Step sizes are per chain, one pooled, or (the sampler's default) per chain
 in the initial fast window and shared by the bulk of the chains from the
@@ -31,7 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
-           "WelfordState", "welford_init", "welford_update", "welford_variance",
+           "WelfordState", "DenseWelfordState", "welford_init", "welford_update",
+           "welford_variance",
            "welford_covariance", "MetricMoments", "metric_moments_init",
            "metric_moments_update",
            "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update", "power_mean"]
@@ -67,13 +72,24 @@ WelfordState = collections.namedtuple("WelfordState", ["count", "mean", "m2"])
 # The chain axis of each field of per-chain moments (None: one for all chains).
 WELFORD_CHAIN_AXES = WelfordState(count=None, mean=0, m2=0)
 
+# Per-chain means and sums of squared deviations, as ``WelfordState``, and
+# ``scatter [D, D]``: the sum over chains of each chain's sum of
+# ``(x - mean_old)(x - mean_new)^T``.  One array for all chains: chain groups
+# add the blocks' (``SUMMED``).
+DenseWelfordState = collections.namedtuple("DenseWelfordState",
+                                           ["count", "mean", "m2", "scatter"])
+SUMMED = "summed"  # a chain axis: not per chain, the sum over the chains' blocks
+DENSE_WELFORD_CHAIN_AXES = DenseWelfordState(count=None, mean=0, m2=0, scatter=SUMMED)
+
 
 def welford_init(shape, dtype, dense=False):
-  """Running mean ``[C, D]`` and sum of squared deviations per chain:
-  ``[C, D]``, or with ``dense`` the sums of outer products ``[C, D, D]``."""
+  """Running mean ``[C, D]`` and sum of squared deviations ``[C, D]`` per
+  chain; with ``dense`` also the chains' summed outer products ``[D, D]``."""
   zeros = tf.zeros(shape, dtype)
-  m2 = tf.zeros(list(shape) + [shape[-1]], dtype) if dense else zeros
-  return WelfordState(tf.zeros([], dtype), zeros, m2)
+  if dense:
+    return DenseWelfordState(tf.zeros([], dtype), zeros, zeros,
+                             tf.zeros([shape[-1], shape[-1]], dtype))
+  return WelfordState(tf.zeros([], dtype), zeros, zeros)
 
 
 def welford_update(state, x):
@@ -81,22 +97,31 @@ def welford_update(state, x):
   count = state.count + 1.
   delta = x - state.mean
   mean = state.mean + delta / count
-  if state.m2.shape.rank == 3:  # dense: sum of (x - mean_old)(x - mean_new)^T
-    return WelfordState(count, mean, state.m2 + delta[:, :, None] * (x - mean)[:, None, :])
-  return WelfordState(count, mean, state.m2 + delta * (x - mean))
+  after = x - mean
+  m2 = state.m2 + delta * after
+  if isinstance(state, DenseWelfordState):  # sum_c (x_c - mean_old_c)(x_c - mean_new_c)^T
+    return DenseWelfordState(count, mean, m2,
+                             state.scatter + tf.matmul(delta, after, transpose_a=True))
+  return WelfordState(count, mean, m2)
+
+
+def welford_chain_axes(state):
+  """The chain axes of a ``WelfordState`` or ``DenseWelfordState``."""
+  return DENSE_WELFORD_CHAIN_AXES if isinstance(state, DenseWelfordState) else WELFORD_CHAIN_AXES
 
 
 class MetricMoments(collections.namedtuple("MetricMoments", ["draws", "grads"])):
-  """A window's per-chain Welford moments of the unconstrained draws ``u``
-  and of the log density's gradients in ``u`` (``grads`` is not updated by
-  kernels without gradients)."""
+  """A window's Welford moments of the unconstrained draws ``u`` and of the
+  log density's gradients in ``u`` (``grads`` is not updated by kernels
+  without gradients): ``WelfordState``s, or ``DenseWelfordState``s for a
+  low-rank or dense metric."""
 
-
-METRIC_MOMENTS_CHAIN_AXES = MetricMoments(WELFORD_CHAIN_AXES, WELFORD_CHAIN_AXES)
+  def chain_axes(self):
+    return MetricMoments(welford_chain_axes(self.draws), welford_chain_axes(self.grads))
 
 
 def metric_moments_init(chains, dim, dtype, dense):
-  """Empty moments ``[C, D]`` (``[C, D, D]`` with ``dense``) of both."""
+  """Empty moments of both (with ``dense``, ``DenseWelfordState``s)."""
   return MetricMoments(welford_init([chains, dim], dtype, dense),
                        welford_init([chains, dim], dtype, dense))
 
@@ -109,12 +134,13 @@ def metric_moments_update(moments, u, grad):
 
 
 def welford_covariance(state):
-  """Covariance ``[D, D]`` of all ``C n`` draws (chains pooled exactly),
+  """Covariance ``[D, D]`` of all ``C n`` draws of a ``DenseWelfordState``
+  (chains pooled exactly),
   regularized as Stan's dense metric: ``n/(n+5) S + 1e-3 5/(n+5) I``."""
   n = state.count
   chains = tf.cast(tf.shape(state.mean)[0], n.dtype)
   dev = state.mean - tf.reduce_mean(state.mean, axis=0, keepdims=True)
-  m2 = tf.reduce_sum(state.m2, axis=0) + n * tf.matmul(dev, dev, transpose_a=True)
+  m2 = state.scatter + n * tf.matmul(dev, dev, transpose_a=True)
   total = n * chains
   cov = m2 / tf.maximum(total - 1., 1.)
   eye = tf.eye(tf.shape(cov)[0], dtype=cov.dtype)

@@ -61,16 +61,15 @@ class ChunkState(NamedTuple):
   stream: streaming.StreamState            # streaming statistics per chain
 
   def chain_axes(self, pool_step, pool_metric):
-    """The chain axis of every field (None: one value for all chains), as
-    a structure like this state; chain groups split and concatenate the
-    per-chain fields along it.  ``pool_step``, ``pool_metric``:
+    """The chain axis of every field (None: one value for all chains;
+    ``adaptation.SUMMED``: a sum over the chains), as a structure like this
+    state; chain groups split and concatenate the per-chain fields along it.  ``pool_step``, ``pool_metric``:
     ``adaptation.pool_flags``."""
     step_axis = None if pool_step is True else 0
     return ChunkState(
         u=0, z=0, metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
         dual_avg=tf.nest.map_structure(lambda _: step_axis, self.dual_avg),
-        moments=adaptation.METRIC_MOMENTS_CHAIN_AXES,
-        previous=adaptation.METRIC_MOMENTS_CHAIN_AXES,
+        moments=self.moments.chain_axes(), previous=self.previous.chain_axes(),
         kernel_adapt=tf.nest.map_structure(lambda _: None, self.kernel_adapt),
         stream=streaming.STREAM_CHAIN_AXES)
 
@@ -172,7 +171,8 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
       grad = None if grad_z is None else grad_to_u(grad_z, metric)
       return adaptation.metric_moments_update(moments, u, grad)
 
-    if moments.draws.m2.shape.rank == 3:  # dense moments: O(C D^2), skipped when not collecting
+    if isinstance(moments.draws, adaptation.DenseWelfordState):
+      # O(C D^2) products, skipped when not collecting.
       moments = tf.cond(collect, update_moments, lambda: moments)
     else:
       moments = _select(collect, update_moments(), moments)

@@ -59,19 +59,17 @@ MAX_DISAGREEMENT = 4.  # draws and gradients disagree more along a kept directio
 
 
 def pooled_moments(count, mean, m2):
-  """The mean ``[D]`` and covariance (``[D, D]`` from dense ``m2``, else
-  the variances ``[D]``) of all chains' draws, the chains' per-chain
-  Welford moments (``count`` draws each, ``mean [C, D]``, ``m2 [C, D]`` or
-  ``[C, D, D]``) combined exactly (Chan et al. 1979), population
-  normalization (divide by the number of draws, as nutpie)."""
+  """The mean ``[D]`` and covariance (``[D, D]``, or the variances ``[D]``)
+  of all chains' draws: ``count`` draws per chain with means ``mean [C,
+  D]``, and ``m2`` the chains' summed squared deviations from their own
+  means (``[D, D]`` outer products, or ``[D]``), combined exactly (Chan et
+  al. 1979), population normalization (divide by the number of draws, as
+  nutpie)."""
   mean, m2 = np.asarray(mean, np.float64), np.asarray(m2, np.float64)
   total = count * mean.shape[0]
   grand = mean.mean(axis=0)
   dev = mean - grand
-  if m2.ndim == 3:
-    scatter = m2.sum(axis=0) + count * dev.T @ dev
-  else:
-    scatter = m2.sum(axis=0) + count * (dev**2).sum(axis=0)
+  scatter = m2 + count * (dev.T @ dev if m2.ndim == 2 else (dev**2).sum(axis=0))
   return grand, scatter / max(total, 1.)
 
 

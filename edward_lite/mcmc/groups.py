@@ -11,7 +11,8 @@ chains -- the one the single-device sampler keeps, so metric updates,
 checkpoints and results are shared code -- and splits it again:
 
 * per-chain fields (states, Welford moments, streaming statistics, per-chain
-  step sizes) are concatenated along the chain axis; the default's shared
+  step sizes) are concatenated along the chain axis, and sums over the
+  chains (a dense metric's moments) are added; the default's shared
   step size is shared by the bulk of each block;
 * pooled step-size adaptation (``pooled=True``) and kernel adaptation
   (ChEES' trajectory length) run within each block during a chunk and are
@@ -78,8 +79,7 @@ class ChainGroups:
   def split(self, state):
     """The states of the ``R`` blocks."""
     axes = tf.nest.flatten(state.chain_axes(self.pool_step, self.pool_metric))
-    blocks = [tf.split(x, self.size, axis=a) if a is not None else [x] * self.size
-              for x, a in zip(tf.nest.flatten(state), axes)]
+    blocks = [_split(x, a, self.size) for x, a in zip(tf.nest.flatten(state), axes)]
     return [tf.nest.pack_sequence_as(state, [b[g] for b in blocks]) for g in range(self.size)]
 
   def merge(self, states):
@@ -89,13 +89,24 @@ class ChainGroups:
     averaged = set(_paths(states[0], ("dual_avg", "kernel_adapt")))
     merged = []
     for i, (parts, a) in enumerate(zip(zip(*[tf.nest.flatten(s) for s in states]), axes)):
-      if a is not None:
+      if a == adaptation.SUMMED:
+        merged.append(tf.add_n(list(parts)))
+      elif a is not None:
         merged.append(tf.concat(parts, axis=a))
       elif i in averaged and parts[0].dtype.is_floating:
         merged.append(tf.add_n(list(parts)) / len(parts))
       else:
         merged.append(parts[0])
     return tf.nest.pack_sequence_as(states[0], merged)
+
+
+def _split(x, axis, size):
+  """``x`` for each of ``size`` blocks: split along the chain ``axis``; a sum
+  over the chains to the first block (the others add theirs from zero); a
+  field for all chains to every block."""
+  if axis == adaptation.SUMMED:
+    return [x] + [tf.zeros_like(x)] * (size - 1)
+  return tf.split(x, size, axis=axis) if axis is not None else [x] * size
 
 
 def _paths(state, fields):

@@ -36,8 +36,7 @@ __all__ = ["MetricSettings", "metric_settings", "initial_metric", "estimate", "e
 
 KINDS = ("diag", "low_rank", "dense")
 MAX_RANK = 64          # columns of the low-rank part (``dense``: D)
-MAX_DENSE_DIM = 1000   # low rank and dense keep [C, D, D] moments and an eigh of [D, D]
-MOMENTS_BUDGET = 2**26  # numbers in the four dense moment arrays (4 C D^2) at most
+MAX_DENSE_DIM = 1000   # low rank and dense keep [D, D] moments and an eigh of [D, D]
 SETTLED = 2.           # a new estimate within this factor of the metric in use: settled
 CURVATURE_STRIKES = 2  # consecutive settled windows whose curvature varied: the diagonal
 
@@ -58,26 +57,24 @@ class MetricSettings(NamedTuple):
     return self.kind != "none"
 
 
-def metric_settings(adapt_metric, kernel, dim, chains, pooled):
+def metric_settings(adapt_metric, kernel, dim, pooled):
   """``MetricSettings`` from ``sample``'s ``adapt_metric`` (True: the
-  default, low rank where the moments fit ``MOMENTS_BUDGET`` and
-  ``MAX_DENSE_DIM``, else diagonal; kernels without gradients adapt a
-  diagonal from draws only), the kernel, ``D``, ``C`` and the metric's
-  pooling."""
+  default, low rank up to ``MAX_DENSE_DIM`` dimensions, else diagonal;
+  kernels without gradients adapt a diagonal from draws only), the kernel,
+  ``D`` and the metric's pooling."""
   gradients = kernel.has_gradients
   if adapt_metric is False:
     return MetricSettings("none", pooled, 0, gradients)
-  fits = dim <= MAX_DENSE_DIM and 4 * chains * dim * dim <= MOMENTS_BUDGET
+  fits = dim <= MAX_DENSE_DIM
   if adapt_metric is True:
     kind = "low_rank" if gradients and pooled and fits else "diag"
   else:
     kind = adapt_metric
     if kind != "diag" and not fits:
       raise ValueError(
-          f"adapt_metric={kind!r} keeps [chains, D, D] moments and decomposes a [D, D] "
-          f"matrix; with D={dim} latent dimensions and {chains} chains that is too large "
-          f"(at most D={MAX_DENSE_DIM} and chains * D^2 <= {MOMENTS_BUDGET // 4}): use "
-          f"adapt_metric='diag'.")
+          f"adapt_metric={kind!r} keeps [D, D] moments and decomposes a [D, D] matrix; "
+          f"with D={dim} latent dimensions that is too large (at most D={MAX_DENSE_DIM}): "
+          f"use adapt_metric='diag'.")
     if kind == "low_rank" and not gradients:
       raise ValueError(f"adapt_metric='low_rank' is estimated from gradients; the "
                        f"{kernel.name} kernel has none: use 'diag' or 'dense'.")
@@ -101,22 +98,32 @@ def initial_metric(metric, grad_u, settings):
 
 
 def _groups(*states):
-  """``(count, mean [C, D], m2)`` of every Welford state with draws."""
-  return [(float(s.count), s.mean.numpy(), s.m2.numpy()) for s in states if float(s.count) > 0]
+  """``(count, mean [C, D], m2 [C, D], scatter [D, D] or None)`` of every
+  Welford state with draws."""
+  return [(float(s.count), s.mean.numpy(), s.m2.numpy(), _scatter(s))
+          for s in states if float(s.count) > 0]
+
+
+def _scatter(state):
+  return state.scatter.numpy() if isinstance(state, adaptation.DenseWelfordState) else None
 
 
 @np.errstate(over="ignore", invalid="ignore")  # moments that overflowed are refused later
 def _combine(groups):
   """Mean and (co)variance over every chain and group (population
-  normalization), from per-chain Welford moments; also per chain."""
-  total = sum(n for n, _, _ in groups)
-  chain_mean = sum(n * mean for n, mean, _ in groups) / total          # [C, D]
-  chain_m2 = 0.
-  for n, mean, m2 in groups:
+  normalization), from Welford moments; also the variances per chain.  The
+  covariance when every group has its ``scatter``, else the variances."""
+  total = sum(n for n, _, _, _ in groups)
+  chain_mean = sum(n * mean for n, mean, _, _ in groups) / total          # [C, D]
+  chain_m2, scatter = 0., 0.
+  for n, mean, m2, group_scatter in groups:
     dev = mean - chain_mean
-    chain_m2 = chain_m2 + m2 + n * (dev[:, :, None] * dev[:, None, :] if m2.ndim == 3
-                                    else dev**2)
-  grand, pooled = fisher_metric.pooled_moments(total, chain_mean, chain_m2)
+    chain_m2 = chain_m2 + m2 + n * dev**2
+    if group_scatter is not None:  # the same sum over chains, with the products
+      scatter = scatter + group_scatter + n * dev.T @ dev
+  dense = all(g[3] is not None for g in groups)
+  grand, pooled = fisher_metric.pooled_moments(total, chain_mean,
+                                               scatter if dense else chain_m2.sum(axis=0))
   return total, pooled, chain_m2 / total
 
 
@@ -126,7 +133,7 @@ def estimate(moments, previous, settings):
   ``fisher_metric.disagreement``; ``(None, 1.)`` when there are too few
   draws."""
   draws = _groups(moments.draws, *((previous.draws,) if settings.gradients else ()))
-  if not draws or sum(n for n, _, _ in draws) < 3:
+  if not draws or sum(g[0] for g in draws) < 3:
     return None, 1.
   count, draw_cov, chain_var = _combine(draws)
   pooled_count = count * moments.draws.mean.shape[0]

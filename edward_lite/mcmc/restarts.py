@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.analysis.chains import FAR_BELOW
+from edward_lite.mcmc import adaptation
 from edward_lite.mcmc.metric import to_z
 
 __all__ = ["stuck_chains", "far_below", "log_volumes", "move_chains", "STUCK_ACCEPT"]
@@ -53,12 +54,9 @@ def stuck_chains(window, n, moments=None):
 
 def log_volumes(moments):
   """``[C]``: half the sum of the log variances of each chain's draws in the
-  window (``moments``: a ``WelfordState`` with ``m2`` ``[C, D]`` or ``[C, D,
-  D]``), the log of the volume a chain's draws spread over, up to a
-  constant."""
+  window (``moments``: a ``WelfordState`` or ``DenseWelfordState``), the log
+  of the volume a chain's draws spread over, up to a constant."""
   m2 = np.asarray(moments.m2, np.float64)  # float32's 1e-300 is 0: log(0) warned
-  if m2.ndim == 3:
-    m2 = np.diagonal(m2, axis1=1, axis2=2)
   var = m2 / max(float(np.asarray(moments.count)) - 1., 1.)
   return 0.5 * np.sum(np.log(np.maximum(var, 1e-300)), axis=1)
 
@@ -101,5 +99,21 @@ def move_chains(state, stuck, seed, step):
   u = per_chain(state.u)
   return state._replace(u=u, z=to_z(u, metric), metric=metric,
                         dual_avg=tf.nest.map_structure(per_chain, state.dual_avg),
-                        moments=tf.nest.map_structure(per_chain, state.moments),
-                        previous=tf.nest.map_structure(per_chain, state.previous))
+                        moments=_moved(state.moments, source),
+                        previous=_moved(state.previous, source))
+
+
+def _moved(moments, source):
+  """``MetricMoments`` with chain ``c``'s taken from chain ``source[c]``.  A
+  dense state keeps the chains' outer products summed only: their sum is
+  rescaled so that its diagonal is the moved chains' summed variances (its
+  correlations stay those of all the window's draws)."""
+  def one(state):
+    mean, m2 = tf.gather(state.mean, source), tf.gather(state.m2, source)
+    if not isinstance(state, adaptation.DenseWelfordState):
+      return state._replace(mean=mean, m2=m2)
+    ratio = tf.sqrt(tf.math.divide_no_nan(tf.reduce_sum(m2, 0), tf.reduce_sum(state.m2, 0)))
+    return state._replace(mean=mean, m2=m2,
+                          scatter=state.scatter * ratio[:, None] * ratio[None, :])
+
+  return adaptation.MetricMoments(one(moments.draws), one(moments.grads))

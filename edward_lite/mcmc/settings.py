@@ -181,18 +181,16 @@ class SampleSettings:
 
   def for_target(self, target, groups=None):
     """The settings completed for ``target`` (a ``Target`` of ``D``
-    dimensions) and ``groups`` (``ChainGroups`` or None): the metric (its
-    moments are per block of chains), the metric's pooling, the float type
-    and the target acceptance.
+    dimensions) and ``groups`` (``ChainGroups`` or None): the metric, the
+    metric's pooling, the float type and the target acceptance.
 
     Raises:
       ValueError: ``adapt_metric`` does not fit ``D`` or the kernel
         (``metric_update.metric_settings``).
     """
     dim = target.dim
-    metric = metric_update.metric_settings(
-        self.adapt_metric, self.kernel, dim,
-        self.chains // groups.size if groups else self.chains, self.pooling.metric)
+    metric = metric_update.metric_settings(self.adapt_metric, self.kernel, dim,
+                                           self.pooling.metric)
     return dataclasses.replace(
         self, metric=metric, pooling=self.pooling._replace(metric=metric.pooled),
         float_dtype=target.dtype.as_numpy_dtype,

@@ -48,7 +48,8 @@ from edward_lite.version import __version__
 __all__ = ["Checkpointer", "CheckpointMismatchError", "CheckpointCorruptError",
            "CheckpointLockedError", "closes_checkpoints"]
 
-FORMAT = 2  # of meta.json; 1 had no "format" key and named the model only
+FORMAT = 3  # of meta.json; 1 had no "format" key and named the model only; 2 kept a
+# dense metric's moments per chain ([C, D, D])
 META, STATE = "meta.json", "state.npz"
 _CHUNK = re.compile(r"chunk_(\d{12})\.npz")
 # Files a killed write leaves: "<name>.<random>.tmp" (and "tmp<random>.tmp.npz"
