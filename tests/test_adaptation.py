@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.mcmc import adaptation, schedule
+from edward_lite.mcmc import adaptation, metric_update, restarts, schedule
 
 
 def test_dual_averaging_matches_hand_computed_steps():
@@ -58,6 +58,58 @@ def test_welford_matches_numpy(dense):
   np.testing.assert_allclose(
       adaptation.welford_variance(state, pooled=False, regularize=False).numpy(),
       x.var(axis=0, ddof=1), rtol=1e-10)
+
+
+def _window(x, dense):
+  """Welford moments of the draws ``x [n, C, D]``."""
+  state = adaptation.welford_init(x.shape[1:], tf.float64, dense=dense)
+  for draw in x:
+    state = adaptation.welford_update(state, tf.constant(draw))
+  return state
+
+
+def test_dense_moments_of_two_windows_pool_every_chain_and_draw():
+  """The metric's covariance from this window's and the previous one's
+  moments -- per-chain means and variances and one sum of outer products
+  over the chains -- is the population covariance of all their draws; the
+  per-chain variances are each chain's over both windows."""
+  rng = np.random.default_rng(2)
+  mix = np.array([[1., 0., 0.], [0.8, 0.6, 0.], [0., -0.5, 2.]])
+  first = rng.normal(size=(30, 5, 3)) @ mix.T + rng.normal(size=(1, 5, 3))  # [n, C, D]
+  second = rng.normal(size=(50, 5, 3)) @ mix.T + 0.3
+  groups = metric_update._groups(_window(second, True), _window(first, True))  # pylint: disable=protected-access
+  total, cov, chain_var = metric_update._combine(groups)  # pylint: disable=protected-access
+  both = np.concatenate([first, second])
+  assert total == 80
+  np.testing.assert_allclose(cov, np.cov(both.reshape(-1, 3), rowvar=False, bias=True),
+                             rtol=1e-10)
+  np.testing.assert_allclose(chain_var, both.var(axis=0), rtol=1e-10)
+  # Diagonal moments give the variances alone, the same.
+  _, var, _ = metric_update._combine(metric_update._groups(_window(second, False),  # pylint: disable=protected-access
+                                                           _window(first, False)))
+  np.testing.assert_allclose(var, np.diag(cov), rtol=1e-10)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_moved_chains_take_their_donors_moments(dense):
+  """A stuck chain continues from a donor with the donor's moments.  The
+  dense state sums the chains' outer products, so its sum is rescaled: its
+  diagonal is the moved chains' summed variances and its correlations stay."""
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(40, 4, 3)) @ np.array([[1., 0., 0.], [0.9, 0.4, 0.], [0., 0., 3.]]).T
+  x[:, 2] *= 0.01  # chain 2 barely moves
+  source = np.array([0, 1, 3, 3])
+  state = _window(x, dense)
+  moments = adaptation.MetricMoments(state, state)
+  moved = restarts._moved(moments, source).draws  # pylint: disable=protected-access
+  want = _window(x[:, source], dense)
+  np.testing.assert_allclose(moved.mean, want.mean, rtol=1e-12)
+  np.testing.assert_allclose(moved.m2, want.m2, rtol=1e-12)
+  if dense:
+    np.testing.assert_allclose(np.diag(moved.scatter), np.diag(want.scatter), rtol=1e-10)
+    corr = lambda s: s / np.sqrt(np.outer(np.diag(s), np.diag(s)))  # pylint: disable=unnecessary-lambda-assignment
+    np.testing.assert_allclose(corr(moved.scatter.numpy()), corr(state.scatter.numpy()),
+                               rtol=1e-10)
 
 
 @pytest.mark.parametrize("warmup, windows", [

@@ -252,6 +252,9 @@ def test_chain_groups_split_and_merge_are_inverse(strategies, pooled, dense):
   assert blocks[1].u.shape == (2, D + 1)
   np.testing.assert_array_equal(blocks[1].u, state.u[2:])
   np.testing.assert_array_equal(blocks[1].stream.batch_sums, state.stream.batch_sums[:, 2:])
+  if dense:  # a sum over the chains: the first block's, the others add to zero
+    np.testing.assert_array_equal(blocks[0].moments.draws.scatter, state.moments.draws.scatter)
+    np.testing.assert_array_equal(blocks[1].moments.grads.scatter, 0.)
   for got, want in zip(tf.nest.flatten(chain_groups.merge(blocks)), tf.nest.flatten(state)):
     np.testing.assert_array_equal(got, want)
 

@@ -27,7 +27,7 @@ from edward_lite.mcmc.compiled import Program
 from edward_lite.model.target import ProgramChangedError
 from edward_lite.checks import arguments
 from edward_lite.language import tracing
-from edward_lite.runtime import fingerprints
+from edward_lite.runtime import checkpoint, fingerprints
 from edward_lite.runtime.checkpoint import Checkpointer
 from edward_lite.runtime.chunked_run import ChunkRecord
 
@@ -599,7 +599,7 @@ def test_kill_during_the_first_meta_write_leaves_a_usable_directory(tmp_path):
   (tmp_path / "meta.json.q8w7e6.tmp").write_bytes(b'{"format": 2, "mod')
   with _open(tmp_path) as ckpt:
     assert ckpt.load() is None
-  assert json.loads((tmp_path / "meta.json").read_text())["format"] == 2
+  assert json.loads((tmp_path / "meta.json").read_text())["format"] == checkpoint.FORMAT
   assert os.listdir(tmp_path) == ["meta.json"]
 
 
