@@ -35,11 +35,9 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["DualAveragingState", "dual_averaging_init", "dual_averaging_update",
-           "WelfordState", "DenseWelfordState", "welford_init", "welford_update",
-           "welford_variance",
-           "welford_covariance", "MetricMoments", "metric_moments_init",
-           "metric_moments_update",
-           "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update", "power_mean"]
+           "WelfordState", "DenseWelfordState", "SUMMED", "welford_init", "welford_update",
+           "welford_variance", "welford_covariance", "MetricMoments", "metric_moments_init",
+           "metric_moments_update", "pool_flags", "bulk_chains", "order_statistic_index", "step_size_update", "power_mean"]
 
 DualAveragingState = collections.namedtuple(
     "DualAveragingState", ["log_step", "log_step_bar", "h_bar", "t", "mu", "deficit"])
@@ -135,8 +133,8 @@ def metric_moments_update(moments, u, grad):
 
 def welford_covariance(state):
   """Covariance ``[D, D]`` of all ``C n`` draws of a ``DenseWelfordState``
-  (chains pooled exactly),
-  regularized as Stan's dense metric: ``n/(n+5) S + 1e-3 5/(n+5) I``."""
+  (chains pooled exactly), regularized as Stan's dense metric:
+  ``n/(n+5) S + 1e-3 5/(n+5) I``."""
   n = state.count
   chains = tf.cast(tf.shape(state.mean)[0], n.dtype)
   dev = state.mean - tf.reduce_mean(state.mean, axis=0, keepdims=True)

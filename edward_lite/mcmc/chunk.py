@@ -63,8 +63,8 @@ class ChunkState(NamedTuple):
   def chain_axes(self, pool_step, pool_metric):
     """The chain axis of every field (None: one value for all chains;
     ``adaptation.SUMMED``: a sum over the chains), as a structure like this
-    state; chain groups split and concatenate the per-chain fields along it.  ``pool_step``, ``pool_metric``:
-    ``adaptation.pool_flags``."""
+    state; chain groups split and concatenate the per-chain fields along
+    it.  ``pool_step``, ``pool_metric``: ``adaptation.pool_flags``."""
     step_axis = None if pool_step is True else 0
     return ChunkState(
         u=0, z=0, metric=Metric(None if self.metric.scale.shape[0] == 1 else 0, None, None),
