@@ -122,8 +122,8 @@ def _combine(groups):
     if group_scatter is not None:  # the same sum over chains, with the products
       scatter = scatter + group_scatter + n * dev.T @ dev
   dense = all(g[3] is not None for g in groups)
-  grand, pooled = fisher_metric.pooled_moments(total, chain_mean,
-                                               scatter if dense else chain_m2.sum(axis=0))
+  _, pooled = fisher_metric.pooled_moments(total, chain_mean,
+                                           scatter if dense else chain_m2.sum(axis=0))
   return total, pooled, chain_m2 / total
 
 
