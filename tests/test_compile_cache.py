@@ -266,7 +266,10 @@ def test_the_first_chunk_compiled_beside_the_initial_states_is_the_one_the_run_c
 
 def test_without_the_call_by_name_nothing_is_kept_and_runs_still_draw(programs, monkeypatch):
   """A TensorFlow without ``Context.call_function`` (``kept_function.available``):
-  programs are traced in every run, none is written, the draws are the same."""
+  programs are traced in every run, none is written, and the draws are the
+  same as those of a run whose first chunk is compiled (without the call by
+  name there is no copy of it to run without XLA)."""
+  monkeypatch.setattr(compiled, "FIRST_CHUNK_MAX_CHAINS", 0)
   first, _, _ = _run("rwmh")
   monkeypatch.setattr(kept_function, "available", lambda: False)
   monkeypatch.setattr(compiled.Program, "_cache", collections.OrderedDict())

@@ -10,6 +10,20 @@ version) the chunk and the value and gradient are kept on disk for the next
 process (``runtime/program_cache``).  A ``Target`` given in place of a model
 (``ed.sbc``'s ``SimulationTarget``) is used as it is and never cached: it
 cannot be identified by content.
+
+The first chunk of a new run without XLA: XLA's compile of the chunk is
+most of a small model's first seconds (2-3 s on 2 cores for eight
+schools), and the chunk of the first window is ten transitions.  For a
+program of at most ``FIRST_CHUNK_MAX_CHAINS`` chains without loops (whose
+op-by-op runs are slow), a new run's first chunk runs the same traced
+graph op by op (``KeptFunction.without_xla``: no second trace) while XLA
+compiles on another thread, and every later chunk runs the compiled
+program.  The copy draws the compiled chunk's random numbers and differs
+from it by round-off only.  It runs in every run, compiled before or not,
+so a seed gives the same draws in a new process as in a warm one (RESULTS
+section 50).  A chunk that cannot be kept (``KeptFunction.from_concrete``:
+it reads a variable or calls Python), or a TensorFlow without the call by
+name, has no copy: its first chunk is compiled as the others.
 """
 
 import collections
@@ -22,11 +36,13 @@ import tensorflow_probability as tfp
 from edward_lite.distribute.sharding import ShardedTarget
 from edward_lite.distribute.strategies import resolve
 from edward_lite.language import tracing
-from edward_lite.runtime import console, fingerprints, program_cache
+from edward_lite.runtime import console, fingerprints, kept_function, program_cache
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.model.target import Target, make_target
 
-__all__ = ["Program"]
+__all__ = ["Program", "FIRST_CHUNK_MAX_CHAINS"]
+
+FIRST_CHUNK_MAX_CHAINS = 16  # a new run's first chunk runs without XLA up to this many chains
 
 
 class Program:
@@ -72,7 +88,8 @@ class Program:
                          f"{strategy.num_replicas_in_sync} replicas; got chains={chains}.")
       density = ShardedTarget(target, strategy, parallel, model=model, jit_compile=jit_compile)
     program = cls(target, kernel, fingerprint, jit_compile=jit_compile, density=density,
-                  saved_key=key[:4] + key[5:] if strategy is None and fingerprint.key else None)
+                  saved_key=key[:4] + key[5:] if strategy is None and fingerprint.key else None,
+                  chains=chains)
     if fingerprint.key is not None:
       cls._cache[key] = program
       while len(cls._cache) > cls.MAX_CACHED:
@@ -80,13 +97,14 @@ class Program:
     return program
 
   def __init__(self, target, kernel, fingerprint, jit_compile=True, density=None,
-               saved_key=None):
+               saved_key=None, chains=None):
     """``target``: the model's ``Target`` (its description: names, shapes,
     constrain, prior draws); ``density``: the ``Density`` the compiled
     functions evaluate (a ``ShardedTarget`` across replicas; default the
     target itself); ``saved_key``: the program's key by content, under
     which its traced functions are kept on disk (``program_cache``), or
-    None to trace in every process."""
+    None to trace in every process; ``chains``: the chains its chunk runs
+    (None: unknown, and the first chunk is compiled as the others)."""
     if not target.names and target.enumerated_names:
       raise ValueError(f"The program's only latent variables {list(target.enumerated_names)} "
                        "are discrete and summed out exactly, so there is nothing to sample; "
@@ -112,6 +130,9 @@ class Program:
                     "gradient XLA cannot compile: sampling without XLA (slower); give the "
                     "loop maximum_iterations= to compile it.", RuntimeWarning, stacklevel=4)
       jit = False
+    # A new run's first chunk runs without XLA (module docstring).
+    self.first_chunk_without_xla = bool(
+        jit and chains is not None and chains <= FIRST_CHUNK_MAX_CHAINS and not target.has_loops)
     alg = "threefry" if jit else "philox"
 
     def run_chunk(state, inputs, capacity):
@@ -128,6 +149,8 @@ class Program:
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
+    self._without_xla = {}  # argument key -> the chunk's copy without XLA (or None)
+    self._compiling = None  # the thread compiling the chunk while the first chunk runs
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
     self.log_prob = tf.function(density.log_prob_flat, autograph=False)
@@ -162,31 +185,45 @@ class Program:
     the thread with ``inputs`` asking for no transition, is the compile
     (XLA's, or the graph's optimization), which runs in C++ without
     Python's lock, so ``work`` (a run's initial states and first metric)
-    proceeds on another core.  A later call with arguments of the same
-    shapes finds the compiled program.  stderr is buffered over both, so
-    the compile cache's note is dropped as on any first call.  A compile
-    that fails is left to that later call, which raises its error."""
+    proceeds on another core, and so does the first chunk when it runs
+    without XLA (``first_chunk_without_xla``): the thread is then joined
+    by the first compiled call (``run_chunk``), else here.  A later call
+    with arguments of the same shapes finds the compiled program.  stderr
+    passes through ``console.FilteredStderr`` while the thread runs, so the
+    compile cache's note is dropped as on any first call.  A compile that
+    fails is left to that later call, which raises its error."""
     args = (state, inputs, capacity)
     key = self._key(self._run_chunk_fn, args)
     if key in self._concrete:
       return work()
     concrete = self._concrete[key] = self._concrete_function(self._run_chunk_fn, key, args)
+    quiet = console.FilteredStderr()
 
     def compile_chunk():
       try:
         concrete(*args)
       except Exception:  # pylint: disable=broad-except
         pass  # raised again, in the caller's thread, by the first real call
-
-    def both():
-      thread = threading.Thread(target=compile_chunk, name="edward_lite-compile", daemon=True)
-      thread.start()
-      try:
-        return work()
       finally:
-        thread.join()
+        quiet.close()
 
-    return console.without_cache_note(both)
+    self._compiling = threading.Thread(target=compile_chunk, name="edward_lite-compile",
+                                       daemon=True)
+    self._compiling.start()
+    try:
+      value = work()
+    except BaseException:
+      self._join_compile()
+      raise
+    if not self.first_chunk_without_xla:
+      self._join_compile()
+    return value
+
+  def _join_compile(self):
+    """Waits for ``compile_chunk_during``'s thread, if one runs."""
+    if self._compiling is not None:
+      self._compiling.join()
+      self._compiling = None
 
   def _concrete_function(self, fn, key, args):
     """``fn``'s concrete function for ``args``: loaded from the program
@@ -201,9 +238,33 @@ class Program:
       return loaded
     return program_cache.keep(name, fn.get_concrete_function(*args), args)
 
-  def run_chunk(self, state, inputs, capacity):
-    """The compiled ``chunk.run_chunk`` of this target and kernel."""
-    return self._call(self._run_chunk_fn, state, inputs, capacity)
+  def run_chunk(self, state, inputs, capacity, first=False):
+    """``chunk.run_chunk`` of this target and kernel, compiled; without XLA
+    when ``first`` (a new run's first chunk) and ``first_chunk_without_xla``."""
+    args = (state, inputs, capacity)
+    copy = self._copy_without_xla(args) if first and self.first_chunk_without_xla else None
+    if copy is not None:
+      return copy(*args)
+    self._join_compile()
+    out = self._call(self._run_chunk_fn, *args)
+    self.compiled = True
+    return out
+
+  def _copy_without_xla(self, args):
+    """The chunk for ``args`` run without XLA: a copy of its traced or
+    loaded function (``KeptFunction.without_xla``); None where none can be
+    made (a function that cannot be kept, or a TensorFlow without the call
+    by name)."""
+    key = self._key(self._run_chunk_fn, args)
+    if key not in self._without_xla:
+      if key not in self._concrete:
+        self._concrete[key] = self._concrete_function(self._run_chunk_fn, key, args)
+      kept = self._concrete[key]
+      if not isinstance(kept, kept_function.KeptFunction):
+        kept = kept_function.KeptFunction.from_concrete(kept, args, tag="copy",
+                                                        max_captured_bytes=float("inf"))
+      self._without_xla[key] = kept and kept.without_xla("without_xla")
+    return self._without_xla[key]
 
   def value_and_gradient(self, u):
     """The log density ``[C]`` at ``u [C, D]`` and its gradient ``[C, D]``."""

@@ -176,9 +176,8 @@ class Run:
       self.state, out = self.groups.run_chunk(self.program.run_chunk, self.state, inputs,
                                               capacity)
     else:
-      self.state, out = self.program.run_chunk(self.state, inputs, capacity)
+      self.state, out = self.program.run_chunk(self.state, inputs, capacity, first=step == 0)
       out = tf.nest.map_structure(lambda t: t.numpy(), out)
-    self.program.compiled = True
     n_kept = -(-n // s.thin) if not in_warmup and s.keep_draws else 0
     kept = {key: value[:n_kept] for key, value in out["kept"].items()} if n_kept else {}
     for key, value in kept.items():
@@ -198,7 +197,7 @@ class Run:
     step_size = step_size_in_use(self.state, end >= run_warmup)
     return ChunkOutcome(
         steps=n, record=self._record(step, in_warmup, kept, out["totals"]), total=new_total,
-        # The first call's time is its compile and its run.
+        # Until a compiled call returns, a chunk's time is the compile's and its run's.
         timing=("compile_s",) * first_call + ("warmup_s" if in_warmup else "sampling_s",),
         postfix=_postfix(out, self.totals, in_warmup, step_size, n),
         info=RenamedKeys(step=end, total=self.total, warmup=in_warmup, step_size=step_size,

@@ -31,15 +31,20 @@ predictive draws), and the ERROR line TensorFlow logs each time it loads an
 executable from the compile cache (``runtime/compile_cache.py``: it tries a
 text parse before the binary one) and, on some CPUs, two lines on tuning
 preferences, dropped from the first call of each
-compiled function (``without_cache_note``, ``first_call_quiet``).
+compiled function (``without_cache_note``, ``first_call_quiet``).  A
+compile that runs on another thread while the run goes on
+(``mcmc.compiled``) has stderr pass through ``FilteredStderr`` instead,
+which forwards every other line as it comes.
 """
 
 import logging
 import os
 import sys
 import tempfile
+import threading
 
-__all__ = ["quiet_startup", "mute_onednn_int32_note", "without_cache_note", "first_call_quiet"]
+__all__ = ["quiet_startup", "mute_onednn_int32_note", "without_cache_note", "first_call_quiet",
+           "FilteredStderr"]
 
 # TensorFlow reads a cached XLA executable (``runtime/compile_cache.py``) by
 # first trying to parse it as text; the failed attempt logs this ERROR line
@@ -120,6 +125,73 @@ def first_call_quiet(fn):
     return without_cache_note(fn, *args)
 
   return call
+
+
+class FilteredStderr:
+  """File descriptor 2 sent through a pipe until ``close()``; a reader
+  thread forwards what arrives to the real stderr as it comes, without the
+  compile cache's notes (``_not_cache_note``), so that a progress report
+  written meanwhile is seen at once.  A log line is one write, which a pipe
+  delivers whole, so the notes are dropped line by line; text without a
+  newline yet (a progress bar's update) is forwarded as it is.  Filters
+  open at once share one pipe, given back when the last closes (a pipe's
+  reader stops only when no copy of its write end is left).  Nothing is
+  filtered when the user asked for TensorFlow's logs (``ED_VERBOSE``)."""
+
+  _lock = threading.Lock()
+  _open = 0  # filters not yet closed
+  _saved = _reader = None  # the real stderr and the reader, while any is open
+
+  def __init__(self):
+    self._closed = _verbose()
+    if self._closed:
+      return
+    cls = FilteredStderr
+    with cls._lock:
+      cls._open += 1
+      if cls._open > 1 or cls._saved is not None:
+        return
+      try:
+        saved = os.dup(2)
+      except OSError:  # no stderr file descriptor
+        return
+      sys.stderr.flush()
+      read, write = os.pipe()
+      os.dup2(write, 2)
+      os.close(write)
+      cls._saved = saved
+      cls._reader = threading.Thread(target=cls._forward, args=(read, saved), daemon=True,
+                                     name="edward_lite-stderr")
+      cls._reader.start()
+
+  @staticmethod
+  def _forward(read, saved):
+    with os.fdopen(read, "rb", buffering=0) as pipe:
+      while True:
+        data = pipe.read(1 << 16)
+        if not data:
+          return
+        *lines, rest = data.split(b"\n")
+        out = b"".join(line + b"\n" for line in lines if _not_cache_note(line)) + rest
+        while out:
+          out = out[os.write(saved, out):]
+
+  def close(self):
+    """Closes this filter (once; from any thread); the last one open gives
+    stderr back after forwarding what is left."""
+    cls = FilteredStderr
+    with cls._lock:
+      if self._closed:
+        return
+      self._closed = True
+      cls._open -= 1
+      if cls._open or cls._saved is None:
+        return
+      sys.stderr.flush()
+      os.dup2(cls._saved, 2)  # the pipe's last writer closed: the reader sees its end
+      cls._reader.join()
+      os.close(cls._saved)
+      cls._saved = cls._reader = None
 
 
 def _not_cache_note(line):

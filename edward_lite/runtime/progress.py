@@ -3,7 +3,7 @@
 On a terminal (stderr a TTY, tqdm installed) a bar whose description reads
 ``"<desc> (compiling)"`` until the first chunk returns.  Elsewhere -- a
 notebook, a batch job's log, CI -- one line when compiling starts, one when
-the first chunk (compile included) is done with its seconds, and one per
+the first chunk is done with the seconds since the call, and one per
 10% of the iterations with iterations per second and the run's statistics
 (phase, step size, acceptance, divergences; or ELBO).  ``progress=False``
 silences both.
@@ -81,7 +81,7 @@ class LineProgress:
     now = time.perf_counter()
     if self._first:
       self._first = False
-      self._write(f"first chunk done in {now - self._start:.1f} s (compile included)")
+      self._write(f"first chunk done {now - self._start:.1f} s after the call")
       self._last_time, self._last_done = now, self.done
       return
     if self._tenth(self.done) >= self._next or self.done >= self.total:

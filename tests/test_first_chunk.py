@@ -1,0 +1,129 @@
+"""A new run's first chunk without XLA (mcmc/compiled.py): it runs the
+compiled chunk's graph op by op while XLA compiles, so it must compute what
+the compiled chunk computes, in every run alike, and leave the user's
+output as it was."""
+
+import os
+
+import numpy as np
+import tensorflow as tf
+
+import edward_lite as ed
+from edward_lite.mcmc import compiled, kernels
+from edward_lite.runtime import console, kept_function
+
+
+def _normal_mean(scale):
+  mu = ed.Normal(0., 1., name="mu")
+  return ed.Normal(mu, scale, sample_shape=3, name="y")
+
+
+def _random_walk(scale):
+  steps = ed.Normal(tf.zeros(4), 1., name="steps")
+  return ed.Normal(tf.scan(lambda a, x: a + x, steps), scale, name="y")
+
+
+Y = np.array([0.3, -0.2, 0.8], np.float32)
+
+
+def _sample(chains, model=_normal_mean, y=Y, **kwargs):
+  compiled.Program._cache.clear()  # pylint: disable=protected-access
+  post = ed.mcmc.sample(model, 0.5, observed={"y": y}, chains=chains, warmup=30, draws=20,
+                        seed=4, progress=False, **kwargs)
+  (program,) = compiled.Program._cache.values()  # pylint: disable=protected-access
+  return post, program
+
+
+def test_the_first_chunk_matches_the_compiled_one_and_runs_in_every_run(monkeypatch):
+  """The first chunk's copy of the compiled graph (no ``_XlaMustCompile``,
+  no assertions, its random ops compiled alone) and the compiled chunk, from
+  the same state and inputs, end at the same states and totals up to XLA's
+  round-off; the copy serves each new run's first chunk only, compiled
+  before or not, so a second run in the process draws what the first drew."""
+  calls, compared = [], []
+  run_chunk = compiled.Program.run_chunk
+
+  def spy(self, state, inputs, capacity, first=False):
+    calls.append(first)
+    out = run_chunk(self, state, inputs, capacity, first)
+    if first:
+      compared.append((state, out, run_chunk(self, state, inputs, capacity)))
+    return out
+
+  monkeypatch.setattr(compiled.Program, "run_chunk", spy)
+  post, program = _sample(chains=4)
+  assert program.first_chunk_without_xla and program.compiled
+  (start, copy_out, xla_out), = compared
+  assert not np.allclose(copy_out[0].u, start.u)  # the chains moved
+  # Ten warmup transitions grow round-off to 1e-3 here; other random
+  # numbers would move the chains by about their posterior sd (0.3-0.6).
+  for a, b in zip(tf.nest.flatten(copy_out), tf.nest.flatten(xla_out)):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64),
+                               rtol=1e-2, atol=1e-2)
+  again = ed.mcmc.sample(_normal_mean, 0.5, observed={"y": Y}, chains=4, warmup=30, draws=20,
+                         seed=4, progress=False)
+  assert calls.count(True) == 2 and calls[0] is True  # once per run, the run's first chunk
+  np.testing.assert_array_equal(again.draws["mu"], post.draws["mu"])
+
+
+def test_which_programs_run_their_first_chunk_without_xla():
+  """Up to FIRST_CHUNK_MAX_CHAINS chains, compiled, without loops."""
+  limit, nuts = compiled.FIRST_CHUNK_MAX_CHAINS, kernels.get_kernel("nuts")
+
+  def program(chains, model=_normal_mean, y=Y, jit_compile=True):
+    return compiled.Program.get(model, (0.5,), {}, {"y": y}, nuts, chains, None,
+                                jit_compile=jit_compile)
+
+  assert program(limit).first_chunk_without_xla
+  assert not program(limit + 1).first_chunk_without_xla
+  assert not program(2, jit_compile=False).first_chunk_without_xla
+  walk = np.array([0.5, 1., 0.2, 1.3], np.float32)
+  assert not program(2, _random_walk, walk).first_chunk_without_xla
+
+
+def test_the_copy_drops_assertions_as_xla_does():
+  """An ``Assert`` that fails: the compiled function ignores it (XLA drops
+  it), and so does its copy without XLA."""
+
+  def halve(x):
+    with tf.control_dependencies([tf.debugging.Assert(x > 0., [x])]):
+      return tf.identity(x / 2.)
+
+  fn = tf.function(halve, jit_compile=True, autograph=False)
+  x = tf.constant(-3.)
+  concrete = fn.get_concrete_function(x)
+  kept = kept_function.KeptFunction.from_concrete(concrete, (x,), tag="t_assert",
+                                                  max_captured_bytes=1 << 20)
+  copy = kept.without_xla("t_copy")
+  assert float(fn(x)) == float(copy(x)) == -1.5
+  plain = tf.function(halve, autograph=False)
+  try:
+    plain(x)
+  except tf.errors.InvalidArgumentError:
+    pass  # the assertion runs op by op, and fails
+  else:
+    raise AssertionError("the assertion did not run without XLA")
+  assert kept_function.KeptFunction.from_concrete(
+      plain.get_concrete_function(x), (x,), tag="t_plain",
+      max_captured_bytes=1 << 20).without_xla("t_plain_copy") is None  # not compiled with XLA
+
+
+def test_stderr_passes_through_without_the_cache_notes(capfd, monkeypatch):
+  """While the first chunk runs beside the compile, stderr is forwarded as
+  it comes, less the compile cache's note; filters opened while one is open
+  (another run's compile) share it, and closing them in any order gives
+  stderr back."""
+  monkeypatch.delenv("ED_VERBOSE", raising=False)
+  monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+  note = (b"E0000 00:00 text_format.cc:378] Error parsing text-format "
+          b"tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 5\n")
+  outer = console.FilteredStderr()
+  os.write(2, b"progress line\n")
+  inner = console.FilteredStderr()
+  os.write(2, note)
+  outer.close()
+  outer.close()  # once only
+  os.write(2, note + b"\r 10%|#")
+  inner.close()
+  os.write(2, note)  # given back: nothing filtered
+  assert capfd.readouterr().err == "progress line\n\r 10%|#" + note.decode()
