@@ -150,6 +150,7 @@ class Program:
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
     self._without_xla = {}  # argument key -> the chunk's copy without XLA (or None)
+    self._copy_lock = threading.Lock()
     self._compiling = None  # the thread compiling the chunk while the first chunk runs
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
@@ -256,14 +257,18 @@ class Program:
     made (a function that cannot be kept, or a TensorFlow without the call
     by name)."""
     key = self._key(self._run_chunk_fn, args)
-    if key not in self._without_xla:
-      if key not in self._concrete:
-        self._concrete[key] = self._concrete_function(self._run_chunk_fn, key, args)
-      kept = self._concrete[key]
-      if not isinstance(kept, kept_function.KeptFunction):
-        kept = kept_function.KeptFunction.from_concrete(kept, args, tag="copy",
-                                                        max_captured_bytes=float("inf"))
-      self._without_xla[key] = kept and kept.without_xla("without_xla")
+    with self._copy_lock:  # chain groups call from a thread per device
+      return self._without_xla[key] if key in self._without_xla else self._make_copy(key, args)
+
+  def _make_copy(self, key, args):
+    """``_copy_without_xla``'s copy, made and kept."""
+    if key not in self._concrete:
+      self._concrete[key] = self._concrete_function(self._run_chunk_fn, key, args)
+    kept = self._concrete[key]
+    if not isinstance(kept, kept_function.KeptFunction):
+      kept = kept_function.KeptFunction.from_concrete(kept, args, tag="copy",
+                                                      max_captured_bytes=float("inf"))
+    self._without_xla[key] = kept and kept.without_xla("without_xla")
     return self._without_xla[key]
 
   def value_and_gradient(self, u):

@@ -17,6 +17,8 @@ from them: the totals are folded again chunk by chunk, and those of the
 current window's chunks summed.
 """
 
+import functools
+
 import numpy as np
 import tensorflow as tf
 
@@ -173,8 +175,9 @@ class Run:
     inputs = self._inputs(self.state, step, n)
     capacity = self._capacity()
     if self.groups:
-      self.state, out = self.groups.run_chunk(self.program.run_chunk, self.state, inputs,
-                                              capacity)
+      self.state, out = self.groups.run_chunk(
+          functools.partial(self.program.run_chunk, first=step == 0), self.state, inputs,
+          capacity)
     else:
       self.state, out = self.program.run_chunk(self.state, inputs, capacity, first=step == 0)
       out = tf.nest.map_structure(lambda t: t.numpy(), out)
