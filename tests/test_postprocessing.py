@@ -93,3 +93,21 @@ def test_r_hat_of_many_short_mixed_chains_is_said_to_be_undecided(run):
   # mix badly, and the plain warning stays.
   long = _ar1(rng, 1000, 4, 0.95)
   assert "have not mixed" in _r_hat_note(run, long)
+
+
+def test_ebfmi_of_many_short_chains_is_read_pooled():
+  """E-BFMI of energies with lag-1 autocorrelation phi is about 2 (1 - phi).
+  10^4 well-explored chains (phi 0.5, E-BFMI ~1) of 20 draws: chains one by
+  one fall below 0.3 by chance, pooled they do not, so no warning; energies
+  that explore poorly (phi 0.9, E-BFMI ~0.2) are warned about pooled; long
+  chains are read one by one, as Stan does."""
+  rng = np.random.default_rng(1)
+  good = _ar1(rng, 20, 10_000, 0.5)
+  assert np.sum(ed.diagnostics.ebfmi(good).numpy() < 0.3) >= 5  # chance, one by one
+  assert 0.9 < float(ed.diagnostics.ebfmi(good, pooled=True)) < 1.  # 19/20 of 1
+  assert notes.ebfmi_note(good) is None
+  poor = notes.ebfmi_note(_ar1(rng, 20, 10_000, 0.9))
+  assert poor.startswith("E-BFMI of the 10000 chains pooled is 0.19,"), poor
+  long = _ar1(rng, 1000, 4, 0.5)
+  long[:, 2] = _ar1(rng, 1000, 1, 0.95)[:, 0]
+  assert notes.ebfmi_note(long).startswith("E-BFMI below 0.3 in 1 chain(s)")

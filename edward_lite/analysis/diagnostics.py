@@ -87,10 +87,15 @@ def convergence(draws):
       r_hat=rank_rhat(x, z, ordered), mcse_mean=mcse_of_mean(x)).items()}
 
 
-def ebfmi(energy):
+def ebfmi(energy, pooled=False):
   """Energy Bayesian fraction of missing information per chain (Betancourt 2016).
 
       E-BFMI = sum_{n=1}^{N-1} (E_n - E_{n-1})^2 / sum_{n=0}^{N-1} (E_n - mean E)^2
+
+  ``pooled``: one value for all chains, both sums taken over the chains too
+  and the energies centred on their mean over all draws: for many short
+  chains, whose E-BFMI one by one is noisy, and whose own means would take
+  up much of a slowly moving energy's variance.
 
   Values below about 0.3 mean the momentum resampling explores the energy
   distribution poorly.  For iid energies it is about 2 (the variance of a
@@ -102,7 +107,7 @@ def ebfmi(energy):
       kept), at least 4 draws.
 
   Returns:
-    float64 Tensor of shape ``[chains]``.
+    float64 Tensor of shape ``[chains]`` (``[]`` when ``pooled``).
   """
   e = to_float64(energy, "energy")
   shape = e.shape
@@ -110,6 +115,8 @@ def ebfmi(energy):
     raise ValueError(f"`energy` must have a static shape [draws, chains], got {shape}.")
   if shape[0] < MIN_DRAWS:
     raise ValueError(f"`energy` needs at least {MIN_DRAWS} draws per chain, got {shape[0]}.")
-  numerator = tf.reduce_sum(tf.square(e[1:] - e[:-1]), axis=0)
-  denominator = tf.reduce_sum(tf.square(e - tf.reduce_mean(e, axis=0)), axis=0)
+  axes = [0, 1] if pooled else 0
+  numerator = tf.reduce_sum(tf.square(e[1:] - e[:-1]), axis=axes)
+  denominator = tf.reduce_sum(tf.square(e - tf.reduce_mean(e, axis=axes, keepdims=True)),
+                              axis=axes)
   return numerator / denominator
