@@ -198,7 +198,7 @@ class KeptFunction:
   def __init__(self, top, library, captures, outputs, optimize=True):
     """``top``: the called function's (renamed) name; ``library``: the
     serialized ``FunctionDefLibrary`` of it and every function it calls;
-    ``captures``: its captured values (NumPy arrays), passed after the
+    ``captures``: its captured values (NumPy arrays or Tensors), passed after the
     arguments; ``outputs``: the output structure with a ``tf.TensorSpec`` at
     each Tensor's place; ``optimize``: call it with Grappler's rewrites."""
     self.top, self.library, self.outputs, self.optimize = top, library, outputs, optimize
@@ -260,7 +260,7 @@ class KeptFunction:
     library = function_pb2.FunctionDefLibrary()
     library.ParseFromString(self.library)
     top = next(f for f in library.function if f.signature.name == self.top)
-    if not top.attr["_XlaMustCompile"].b:
+    if "_XlaMustCompile" not in top.attr or not top.attr["_XlaMustCompile"].b:
       return None
     del top.attr["_XlaMustCompile"]
     wrappers = {}
@@ -269,8 +269,8 @@ class KeptFunction:
       _random_ops_compiled(function, wrappers)
     library.function.extend(wrappers.values())
     _renamed(library.function, tag)
-    return KeptFunction(f"{self.top}_{tag}", library.SerializeToString(),
-                        [c.numpy() for c in self.captures], self.outputs, optimize=False)
+    return KeptFunction(f"{self.top}_{tag}", library.SerializeToString(), self.captures,
+                        self.outputs, optimize=False)
 
   def state(self):
     """What a later process needs to rebuild this (``KeptFunction(**state)``)."""
