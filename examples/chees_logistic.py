@@ -65,7 +65,7 @@ def main():
     nested = float(np.max(ed.diagnostics.nested_rhat(w, superchains=16)))
     extra = (f", trajectory length {posterior.trajectory_length:.2f}"
              if posterior.trajectory_length else "")
-    print(f"{kernel:6s} {args.chains} chains: {wall:6.1f} s (compile+first chunk "
+    print(f"{kernel:6s} {args.chains} chains: {wall:6.1f} s (compile, first chunks included, "
           f"{posterior.timings['compile_s']:.1f} s), "
           f"{posterior.num_gradients.mean():8.0f} gradients per chain, min bulk ESS {ess:8.0f}, "
           f"max nested R-hat {nested:.3f}, divergences {int(posterior.divergences.sum())}"

@@ -67,7 +67,7 @@ def main():
                              kernel=ed.mcmc.NUTS(target_accept=0.95),
                              chains=8, warmup=1000, draws=1000, seed=0)
   t = posterior.timings
-  print(f"\n== NUTS (target acceptance 0.95), 8 chains x (1000 warmup + 1000 draws): compile+first chunk "
+  print(f"\n== NUTS (target acceptance 0.95), 8 chains x (1000 warmup + 1000 draws): compile (first chunks included) "
         f"{t['compile_s']:.1f} s, rest of warmup {t['warmup_s'] - t['compile_s']:.2f} s, "
         f"sampling {t['sampling_s']:.2f} s; "
         f"{int(posterior.divergences.sum())} divergences; step size {posterior.step_size[0]:.3f}")

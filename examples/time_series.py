@@ -168,7 +168,7 @@ def _header(title, posterior):
   t = posterior.timings
   print(f"\n== {title}: NUTS (target acceptance {posterior.kernel.target_accept}), "
         f"{posterior.chains} chains x ({posterior.warmup} warmup + "
-        f"{posterior.num_draws} draws); compile+first chunk {t['compile_s']:.1f} s, total "
+        f"{posterior.num_draws} draws); compile (first chunks included) {t['compile_s']:.1f} s, total "
         f"{t['warmup_s'] + t['sampling_s']:.1f} s; "
         f"{int(posterior.divergences.sum())} divergences")
 

@@ -45,9 +45,10 @@ class MCMCResult:
       dict name -> ``[*shape]``, from the constant-memory statistics
       (``ed.mcmc.streaming``), kept even when draws are not.
     draw_count: draws per chain in the streamed statistics.
-    timings: ``compile_s`` (the first chunk, compile and run, with a new
-      run's initial states, found while it compiles), ``warmup_s``,
-      ``sampling_s`` (wall seconds).
+    timings: ``compile_s`` (the call until its first compiled chunk
+      returned: the compile and that chunk's run, with a new run's initial
+      states and the first chunk run without XLA, both found while it
+      compiles), ``warmup_s``, ``sampling_s`` (wall seconds).
     trajectory_length: ChEES' adapted trajectory length (None for other
       kernels).
   """
