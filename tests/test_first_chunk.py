@@ -4,6 +4,7 @@ the compiled chunk computes, in every run alike, and leave the user's
 output as it was."""
 
 import os
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -127,3 +128,45 @@ def test_stderr_passes_through_without_the_cache_notes(capfd, monkeypatch):
   inner.close()
   os.write(2, note)  # given back: nothing filtered
   assert capfd.readouterr().err == "progress line\n\r 10%|#" + note.decode()
+
+
+def test_threads_that_filter_stderr_at_once_give_it_back(capfd, monkeypatch):
+  """First calls on several threads (chain groups, the compile beside the
+  first chunk) and a short buffered call filter stderr at once; each
+  redirect must be undone in order, or a filter's pipe stays on fd 2 and
+  its reader waits for an end that never comes (CI hung so, 2026-11-28).
+  Afterwards fd 2 is the file it was, no reader is left, and every line but
+  the notes came through."""
+  monkeypatch.delenv("ED_VERBOSE", raising=False)
+  monkeypatch.delenv("TF_CPP_MIN_LOG_LEVEL", raising=False)
+  note = (b"E0000 00:00 text_format.cc:378] Error parsing text-format "
+          b"tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 5\n")
+  before = os.fstat(2)
+  rng = np.random.default_rng(0)
+  plans = [rng.integers(0, 3, size=40) for _ in range(4)]
+
+  def work(number, plan):
+    for i, how in enumerate(plan):
+      line = f"t{number} {i}\n".encode()
+      if how == 0:
+        console.without_cache_note(lambda: os.write(2, note + line))
+      elif how == 1:
+        console._with_stderr_buffered(  # pylint: disable=protected-access
+            lambda: os.write(2, note + line), keep=lambda l: b"Error parsing" not in l)
+      else:
+        quiet = console.FilteredStderr()
+        os.write(2, line + note)
+        quiet.close()
+
+  threads = [threading.Thread(target=work, args=(n, plan)) for n, plan in enumerate(plans)]
+  for thread in threads:
+    thread.start()
+  for thread in threads:
+    thread.join(60)
+  assert not any(thread.is_alive() for thread in threads), "a thread is stuck"
+  after = os.fstat(2)
+  assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+  assert not any(t.name == "edward_lite-stderr" for t in threading.enumerate())
+  err = capfd.readouterr().err
+  assert "Error parsing" not in err
+  assert sorted(err.splitlines()) == sorted(f"t{n} {i}" for n in range(4) for i in range(40))

@@ -214,14 +214,15 @@ class Program:
     try:
       value = work()
     except BaseException:
-      self._join_compile()
+      self.join_compile()
       raise
     if not self.first_chunk_without_xla:
-      self._join_compile()
+      self.join_compile()
     return value
 
-  def _join_compile(self):
-    """Waits for ``compile_chunk_during``'s thread, if one runs."""
+  def join_compile(self):
+    """Waits for ``compile_chunk_during``'s thread, if one runs (by the
+    first compiled call, and at the end of every run)."""
     if self._compiling is not None:
       self._compiling.join()
       self._compiling = None
@@ -246,7 +247,7 @@ class Program:
     copy = self._copy_without_xla(args) if first and self.first_chunk_without_xla else None
     if copy is not None:
       return copy(*args)
-    self._join_compile()
+    self.join_compile()
     out = self._call(self._run_chunk_fn, *args)
     self.compiled = True
     return out

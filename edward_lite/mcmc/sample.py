@@ -155,8 +155,12 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                       settings.checkpoint_settings()) if settings.checkpoint_dir else None
   run = Run.begin(program, settings, groups, ckpt)
   timings = dict(compile_s=0., warmup_s=0., sampling_s=0.)
-  run_chunks(run.run_chunk, run.start, run.total, timings, progress=settings.progress,
-             label="sampling", checkpointer=ckpt, callback=settings.callback, setup=run.setup)
+  try:
+    run_chunks(run.run_chunk, run.start, run.total, timings, progress=settings.progress,
+               label="sampling", checkpointer=ckpt, callback=settings.callback,
+               setup=run.setup)
+  finally:
+    program.join_compile()  # a run within its first chunk leaves no compile running
   return run.result(timings)
 
 

@@ -31,10 +31,12 @@ predictive draws), and the ERROR line TensorFlow logs each time it loads an
 executable from the compile cache (``runtime/compile_cache.py``: it tries a
 text parse before the binary one) and, on some CPUs, two lines on tuning
 preferences, dropped from the first call of each
-compiled function (``without_cache_note``, ``first_call_quiet``).  A
-compile that runs on another thread while the run goes on
-(``mcmc.compiled``) has stderr pass through ``FilteredStderr`` instead,
-which forwards every other line as it comes.
+compiled function (``without_cache_note``, ``first_call_quiet``) and from
+a compile that runs on another thread while the run goes on
+(``mcmc.compiled``): stderr then passes through ``FilteredStderr``, which
+forwards every other line as it comes.  Every change of file descriptor 2
+is made under one lock (``_FD2``) and filters open at once share one pipe,
+so threads never restore it out of order.
 """
 
 import logging
@@ -66,6 +68,13 @@ _STARTUP_NOTES = (b"failed call to cuInit", b"Could not find cuda drivers",
                   b"Compiled cluster using XLA")
 
 _ONEDNN_NOTE_MUTED = False
+
+# Every change of file descriptor 2 is made under this lock, and each puts
+# back what it found: two threads that redirected and restored fd 2 each on
+# its own restored them out of order (a first call's buffer put the pipe of
+# a filter closed meanwhile back on fd 2, whose reader then never saw its
+# end: CI hung, 2026-11-28).
+_FD2 = threading.RLock()
 
 
 class _DropPforFallbackNote(logging.Filter):
@@ -105,13 +114,14 @@ def mute_onednn_int32_note():
 
 def without_cache_note(fn, *args):
   """``fn(*args)`` (a compiled function's first call, which may load a cached
-  executable) with stderr buffered and replayed without the cache's note."""
-  if _verbose():
+  executable) with stderr passed through ``FilteredStderr``, which drops the
+  cache's note: first calls made at once on several threads (chain groups,
+  a compile beside the first chunk) share one filter."""
+  quiet = FilteredStderr()
+  try:
     return fn(*args)
-  out = []
-  _with_stderr_buffered(lambda: out.append(fn(*args)),
-                        keep=_not_cache_note)
-  return out[0]
+  finally:
+    quiet.close()
 
 
 def first_call_quiet(fn):
@@ -138,7 +148,7 @@ class FilteredStderr:
   reader stops only when no copy of its write end is left).  Nothing is
   filtered when the user asked for TensorFlow's logs (``ED_VERBOSE``)."""
 
-  _lock = threading.Lock()
+  FORWARD_WAIT_S = 5.
   _open = 0  # filters not yet closed
   _saved = _reader = None  # the real stderr and the reader, while any is open
 
@@ -147,7 +157,7 @@ class FilteredStderr:
     if self._closed:
       return
     cls = FilteredStderr
-    with cls._lock:
+    with _FD2:
       cls._open += 1
       if cls._open > 1 or cls._saved is not None:
         return
@@ -166,21 +176,27 @@ class FilteredStderr:
 
   @staticmethod
   def _forward(read, saved):
+    """Forwards the pipe to ``saved`` (the real stderr) until every write
+    end is closed; closes both."""
     with os.fdopen(read, "rb", buffering=0) as pipe:
       while True:
         data = pipe.read(1 << 16)
         if not data:
-          return
+          break
         *lines, rest = data.split(b"\n")
         out = b"".join(line + b"\n" for line in lines if _not_cache_note(line)) + rest
         while out:
           out = out[os.write(saved, out):]
+    os.close(saved)
 
   def close(self):
     """Closes this filter (once; from any thread); the last one open gives
-    stderr back after forwarding what is left."""
+    stderr back, waiting up to ``FORWARD_WAIT_S`` for what is left to be
+    forwarded.  A process started while the filter was open holds a copy of
+    the pipe's write end as its stderr: the reader forwards it until that
+    process ends."""
     cls = FilteredStderr
-    with cls._lock:
+    with _FD2:
       if self._closed:
         return
       self._closed = True
@@ -188,10 +204,9 @@ class FilteredStderr:
       if cls._open or cls._saved is None:
         return
       sys.stderr.flush()
-      os.dup2(cls._saved, 2)  # the pipe's last writer closed: the reader sees its end
-      cls._reader.join()
-      os.close(cls._saved)
-      cls._saved = cls._reader = None
+      os.dup2(cls._saved, 2)  # fd 2's write end closed: the reader sees the pipe's end
+      cls._reader.join(FilteredStderr.FORWARD_WAIT_S)
+      cls._saved = cls._reader = None  # the reader closes the saved stderr when it ends
 
 
 def _not_cache_note(line):
@@ -205,31 +220,33 @@ def _not_startup_note(line):
 
 def _with_stderr_buffered(fn, keep=None):
   """Calls ``fn`` with file descriptor 2 sent to a buffer, replayed if it
-  raises; if ``keep`` is given, its lines ``keep(line)`` are replayed always."""
-  try:
-    saved = os.dup(2)
-  except OSError:  # no stderr file descriptor
-    fn()
-    return
-  sys.stderr.flush()
-  with tempfile.TemporaryFile() as buffer:
-    os.dup2(buffer.fileno(), 2)
-    failed = False
+  raises; if ``keep`` is given, its lines ``keep(line)`` are replayed always.
+  Holds ``_FD2`` throughout: ``fn`` must be short (an import, one op)."""
+  with _FD2:
     try:
+      saved = os.dup(2)
+    except OSError:  # no stderr file descriptor
       fn()
-    except BaseException:
-      failed = True
-      raise
-    finally:
-      os.dup2(saved, 2)
-      os.close(saved)
-      if failed or keep is not None:
-        buffer.seek(0)
-        lines = buffer.read().splitlines(keepends=True)
-        kept = b"".join(l for l in lines if failed or keep(l))
-        if kept:
-          sys.stderr.write(kept.decode(errors="replace"))
-          sys.stderr.flush()
+      return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as buffer:
+      os.dup2(buffer.fileno(), 2)
+      failed = False
+      try:
+        fn()
+      except BaseException:
+        failed = True
+        raise
+      finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        if failed or keep is not None:
+          buffer.seek(0)
+          lines = buffer.read().splitlines(keepends=True)
+          kept = b"".join(l for l in lines if failed or keep(l))
+          if kept:
+            sys.stderr.write(kept.decode(errors="replace"))
+            sys.stderr.flush()
 
 
 def _import_and_filter(list_devices=False):
