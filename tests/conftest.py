@@ -44,6 +44,9 @@ LOGICAL_CPUS = ed.distribute.logical_cpus(4)
 # tier.  A warning, not a failure: timings are noise on a shared machine.
 
 
+DEFAULT_TIER_TIMEOUT_S = 600
+
+
 def pytest_addoption(parser):
   parser.addoption("--long", action="store_true",
                    help="also run the long tier (tests marked long)")
@@ -59,6 +62,11 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.long)
     if item.get_closest_marker("long") is not None and item.get_closest_marker("slow") is None:
       item.add_marker(pytest.mark.slow)
+    if item.get_closest_marker("long") is None and item.get_closest_marker("timeout") is None:
+      # The default tier's longest call is about 40 s on CI: a stuck one
+      # fails after DEFAULT_TIER_TIMEOUT_S, not the ini's hour-scale bound
+      # for the long tier, and CI's 90 minutes go on.
+      item.add_marker(pytest.mark.timeout(DEFAULT_TIER_TIMEOUT_S))
   if config.getoption("--long") or "long" in (config.getoption("-m") or ""):
     return
   left_out = [item for item in items if item.get_closest_marker("long") is not None]
