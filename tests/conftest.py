@@ -64,7 +64,7 @@ def pytest_collection_modifyitems(config, items):
       item.add_marker(pytest.mark.slow)
     if item.get_closest_marker("long") is None and item.get_closest_marker("timeout") is None:
       # The default tier's longest call is about 40 s on CI: a stuck one
-      # fails after DEFAULT_TIER_TIMEOUT_S, not the ini's hour-scale bound
+      # fails after DEFAULT_TIER_TIMEOUT_S, not after the ini's 1,200 s
       # for the long tier, and CI's 90 minutes go on.
       item.add_marker(pytest.mark.timeout(DEFAULT_TIER_TIMEOUT_S))
   if config.getoption("--long") or "long" in (config.getoption("-m") or ""):
