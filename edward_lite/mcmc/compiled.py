@@ -223,8 +223,9 @@ class Program:
   def join_compile(self):
     """Waits for ``compile_chunk_during``'s thread, if one runs (by the
     first compiled call, and at the end of every run)."""
-    if self._compiling is not None:
-      self._compiling.join()
+    thread = self._compiling  # read once: chain groups' threads call this at once
+    if thread is not None:
+      thread.join()
       self._compiling = None
 
   def _concrete_function(self, fn, key, args):
