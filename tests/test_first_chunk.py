@@ -160,7 +160,8 @@ def test_threads_that_filter_stderr_at_once_give_it_back(capfd, monkeypatch):
         os.write(2, line + note)
         quiet.close()
 
-  threads = [threading.Thread(target=work, args=(n, plan)) for n, plan in enumerate(plans)]
+  threads = [threading.Thread(target=work, args=(n, plan), daemon=True)
+             for n, plan in enumerate(plans)]
   for thread in threads:
     thread.start()
   for thread in threads:
