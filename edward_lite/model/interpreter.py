@@ -215,4 +215,56 @@ def log_prob_term(dist, value):
     if shape.is_fully_defined():
       return -tf.nn.sigmoid_cross_entropy_with_logits(
           labels=tf.broadcast_to(labels, shape), logits=tf.broadcast_to(logits, shape))
+  if type(dist) is tfd.OrderedLogistic:  # pylint: disable=unidiomatic-typecheck
+    term = _ordered_logistic_log_prob(dist, value)
+    if term is not None:
+      return term
   return dist.log_prob(value)
+
+
+def _ordered_logistic_log_prob(dist, value):
+  """An ``OrderedLogistic``'s log probability with cutpoints ``c [K-1]``
+  shared by the batch, from the two cutpoints around each category only:
+
+      P(k) = sigmoid(eta - c_{k-1}) - sigmoid(eta - c_k)
+      log P(k) = log sigmoid(eta - c_{k-1}) + log sigmoid(c_k - eta)
+                 + log(1 - exp(-(c_k - c_{k-1})))
+
+  (``c_{-1} = -inf``, ``c_{K-1} = +inf``: the edge categories keep one term).
+  TFP's form builds all ``K`` probabilities of every row: this took a fifth
+  of its time for the value and gradient (RESULTS sections 49, 52), and
+  where cutpoints are close its float32 error is 10-1000 times smaller (the
+  gap's term depends on the cutpoints alone).  None (TFP's form is used)
+  where cutpoints vary over the batch or a shape is not static."""
+  cutpoints = tf.convert_to_tensor(dist.cutpoints)
+  if cutpoints.shape.rank != 1 or not cutpoints.shape.is_fully_defined() or not cutpoints.shape[0]:
+    return None
+  loc = tf.convert_to_tensor(dist.loc)
+  k = tf.cast(value, tf.int32)
+  shape = tf.broadcast_static_shape(loc.shape, k.shape)
+  if not shape.is_fully_defined():
+    return None
+  loc, k = tf.broadcast_to(loc, shape), tf.broadcast_to(k, shape)
+  last = cutpoints.shape[0] - 1
+  lower, upper = k > 0, k <= last
+  both = lower & upper
+  c_lower = tf.gather(cutpoints, tf.clip_by_value(k - 1, 0, last))
+  c_upper = tf.gather(cutpoints, tf.clip_by_value(k, 0, last))
+  zero = tf.zeros_like(loc)
+  gap = tf.where(both, c_upper - c_lower, tf.ones_like(loc))  # finite where unused: safe gradients
+  return (tf.where(lower, tf.math.log_sigmoid(loc - c_lower), zero) +
+          tf.where(upper, tf.math.log_sigmoid(c_upper - loc), zero) +
+          tf.where(both, _log1mexp(gap), zero))
+
+
+def _log1mexp(x):
+  """``log(1 - exp(-x))`` for ``x > 0``, accurate near 0 (``expm1``) and far
+  out (``log1p``), each branch fed only its own range so that the gradient
+  of the other is finite.  NaN for ``x < 0``, as the difference of
+  probabilities of cutpoints out of order is (``tfp.math.log1mexp`` takes
+  ``|x|`` and would hide it)."""
+  log_2 = tf.constant(0.6931471805599453, x.dtype)
+  small = x < log_2
+  near = tf.math.log(-tf.math.expm1(-tf.where(small, x, log_2)))
+  far = tf.math.log1p(-tf.exp(-tf.where(small, log_2, x)))
+  return tf.where(small, near, far)
