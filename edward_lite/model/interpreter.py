@@ -233,10 +233,10 @@ def _ordered_logistic_log_prob(dist, value):
   (``c_{-1} = -inf``, ``c_{K-1} = +inf``: the edge categories keep one term).
   TFP's form builds all ``K`` probabilities of every row: this takes a
   seventh of its time for the value and gradient at 1,000 chains and more
-  (RESULTS sections 49, 52), and
-  where cutpoints are close its float32 error is 10-1000 times smaller (the
-  gap's term depends on the cutpoints alone).  None (TFP's form is used)
-  where cutpoints vary over the batch or a shape is not static."""
+  (RESULTS sections 49, 52), and where cutpoints are close its float32
+  error is 10-1000 times smaller (the gap's term depends on the cutpoints
+  alone).  None (TFP's form is used) where cutpoints vary over the batch or
+  a shape is not static."""
   cutpoints = tf.convert_to_tensor(dist.cutpoints)
   if cutpoints.shape.rank != 1 or not cutpoints.shape.is_fully_defined() or not cutpoints.shape[0]:
     return None
