@@ -64,11 +64,18 @@ class Program:
 
   @classmethod
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
-          parallel="data", jit_compile=True, dtype=None):
+          parallel="data", jit_compile=True, dtype=None, check_target=None):
+    """The program of a model (cached by content) or of a prebuilt target
+    (fresh).  ``check_target(target)``, if given, runs on the model's
+    ``Target`` once the program has been traced eagerly (``make_target``'s
+    checks), before any graph is traced or compiled: the memory guard
+    (``ed.mcmc.memory``)."""
+    check_target = check_target or (lambda target: None)
     if isinstance(model, Target):
       if args or kwargs or observed or strategy is not None or dtype is not None:
         raise ValueError("A prebuilt target carries its data and dtype: give no arguments, "
                          "observed=, dtype= or strategy= with it.")
+      check_target(model)
       return cls(model, kernel, fingerprints.Fingerprint(
           type(model).__name__, None, None, "a prebuilt target is not identified by content"),
                  jit_compile=jit_compile)
@@ -79,8 +86,10 @@ class Program:
            bool(jit_compile), str(dtype))
     if fingerprint.key is not None and key in cls._cache:
       cls._cache.move_to_end(key)
+      check_target(cls._cache[key].target)
       return cls._cache[key]
     target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
+    check_target(target)
     density = target
     if strategy is not None:
       if parallel == "chains" and chains % strategy.num_replicas_in_sync:

@@ -34,6 +34,7 @@ the step size adapting once per round, so the warmup depends on it as well.
 from edward_lite.checks import arguments
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import run_chunks
+from edward_lite.mcmc import memory
 from edward_lite.mcmc.compiled import Program
 from edward_lite.mcmc.run import Run
 # DEFAULT_CHUNK: still importable from here (benchmarks read it).
@@ -47,7 +48,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
            step_size=None, adapt_metric=True, adaptive_warmup=True, pooled=None, chunk_size=None,
            progress=True, checkpoint_dir=None, max_init_tries=100, callback=None,
-           strategy=None, parallel="data", jit_compile=True, dtype=None, **kwargs):
+           strategy=None, parallel="data", jit_compile=True, dtype=None, superchains=None,
+           **kwargs):
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
 
   Args:
@@ -68,7 +70,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     keep_draws: keep draws (``[draws, chains, ...]`` per variable); with
       False only streaming statistics are kept, in constant memory: per-chain
       moments of each half of the run (mean, sd, split R-hat) and batch
-      means (ESS and MCSE of the mean); see ``ed.mcmc.streaming``.
+      means (ESS and MCSE of the mean); see ``ed.mcmc.streaming``.  Kept
+      draws are checked against the memory available before any compiled
+      work (``ed.mcmc.memory``; ``ED_MEMORY_LIMIT`` overrides it): a run
+      that cannot fit raises ``MemoryError``, one needing over half of it
+      warns (``RuntimeWarning``).
     init: ``"uniform"`` (uniform(-init_radius, init_radius) on the
       unconstrained space, as Stan), ``"prior"`` (draws from the prior), a
       dict ``name -> constrained value``
@@ -136,6 +142,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       strategy each replica's part.
     dtype: the model's floating dtype (default float32); ``tf.float64`` runs
       the model and the sampler in double precision (``ed.make_target``).
+    superchains: ``K``: the chains start in ``K`` contiguous superchains,
+      the chains of each from one drawn point, and the summary's ``r_hat``
+      is nested R-hat (Margossian et al. 2024), which tells many short
+      chains that forgot their starts from ones that did not, where split
+      R-hat needs long chains.  ``None`` (default): 16 superchains for
+      256 chains or more whose starts are drawn (``init`` a mode, or a
+      dict that leaves latents to draw), else none; 0: none.  Given
+      ``init`` values are kept as they are.
 
   Returns:
     An ``MCMCResult``.
@@ -147,7 +161,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       adapt_metric=adapt_metric, adaptive_warmup=adaptive_warmup, pooled=pooled,
       chunk_size=chunk_size, progress=progress, checkpoint_dir=checkpoint_dir,
       max_init_tries=max_init_tries, callback=callback, strategy=strategy, parallel=parallel,
-      jit_compile=jit_compile, dtype=dtype, observed=observed)
+      jit_compile=jit_compile, dtype=dtype, observed=observed, superchains=superchains)
   groups = settings.make_chain_groups()
   program = _program(model, args, kwargs, observed, settings, groups)
   settings = settings.for_target(program.target, groups)
@@ -166,10 +180,17 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
 
 def _program(model, args, kwargs, observed, settings, groups):
   """The compiled ``Program`` of the model (cached across calls): with chain
-  groups, one block's."""
+  groups, one block's.  The kept draws of all chains are checked against the
+  memory available (``memory.check``) as soon as the model is traced, before
+  any compiled work: a new run, or one resumed from its checkpoint."""
   s = settings
+
+  def check_memory(target):
+    memory.check(target, s.kernel, s.chains, s.draws, s.thin, s.keep_draws)
+
   if groups:
     return Program.get(model, args, kwargs, observed, s.kernel, s.chains // groups.size,
-                       s.pooling, jit_compile=s.jit_compile, dtype=s.dtype)
+                       s.pooling, jit_compile=s.jit_compile, dtype=s.dtype,
+                       check_target=check_memory)
   return Program.get(model, args, kwargs, observed, s.kernel, s.chains, s.pooling, s.strategy,
-                     s.parallel, s.jit_compile, s.dtype)
+                     s.parallel, s.jit_compile, s.dtype, check_target=check_memory)
