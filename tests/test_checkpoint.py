@@ -119,9 +119,43 @@ def test_chunk_files_nest_arrays_by_kind_and_an_older_layout_is_refused(tmp_path
   with np.load(ckpt / last) as chunk:
     assert "kept/draws" in chunk.files and not chunk["warmup"]
   meta = json.loads((ckpt / "meta.json").read_text())
-  assert meta["settings"]["checkpoint_layout"] == 2 and meta["settings"]["pooled"] == [
+  assert meta["settings"]["checkpoint_layout"] == 3 and meta["settings"]["pooled"] == [
       "bulk", True]
   del meta["settings"]["checkpoint_layout"]  # as written before arrays were nested
   (ckpt / "meta.json").write_text(json.dumps(meta))
   with pytest.raises(ed.mcmc.CheckpointMismatchError, match="settings.checkpoint_layout"):
     ed.mcmc.sample(model_a, **kwargs)
+
+
+@pytest.mark.slow
+def test_streamed_statistics_resume_in_float64_and_an_older_layout_is_refused(tmp_path):
+  ckpt = tmp_path / "ckpt"
+  kwargs = dict(chains=2, warmup=20, draws=40, seed=4, chunk_size=10, progress=False,
+                keep_draws=False)
+  straight = ed.mcmc.sample(model_a, **kwargs)
+  chunks = []
+
+  def stop(info):
+    chunks.append(info)
+    if len(chunks) == 4:
+      raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ed.mcmc.sample(model_a, checkpoint_dir=str(ckpt), callback=stop, **kwargs)
+  with np.load(ckpt / "state.npz") as state:
+    assert int(state["step"]) == 30  # a chunk into sampling
+    # float32 draws; the streaming statistics (moments, batch sums) in float64
+    dtypes = {state[f"s{i}"].dtype for i in range(int(state["n_state"]))}
+    assert {np.dtype(np.float32), np.dtype(np.float64)} <= dtypes
+  resumed = ed.mcmc.sample(model_a, checkpoint_dir=str(ckpt), **kwargs)
+  assert resumed.mean["x"].dtype == np.float64
+  np.testing.assert_array_equal(resumed.mean["x"], straight.mean["x"])
+  np.testing.assert_array_equal(resumed.variance["x"], straight.variance["x"])
+  for stat, values in straight.streamed.items():
+    np.testing.assert_array_equal(resumed.streamed[stat]["x"], values["x"])
+  # A checkpoint of layout 2 kept the statistics in the draws' dtype.
+  meta = json.loads((ckpt / "meta.json").read_text())
+  meta["settings"]["checkpoint_layout"] = 2
+  (ckpt / "meta.json").write_text(json.dumps(meta))
+  with pytest.raises(ed.mcmc.CheckpointMismatchError, match="settings.checkpoint_layout"):
+    ed.mcmc.sample(model_a, checkpoint_dir=str(ckpt), **kwargs)

@@ -28,9 +28,11 @@ from edward_lite.mcmc.kernels import get_kernel
 __all__ = ["SampleSettings", "Pooling", "pooling", "DEFAULT_CHUNK", "CHECKPOINT_LAYOUT"]
 
 DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
-# How a checkpoint's chunk files hold their arrays: 2 nests them by kind
-# ("kept/<name>", "totals/<name>"); 1 (no setting) marked totals with "_".
-CHECKPOINT_LAYOUT = 2
+# How a checkpoint holds its arrays: 3 keeps the state's streaming statistics
+# in float64 (``streaming.STATISTICS_DTYPE``); 2 kept them in the draws' dtype
+# and nests the chunk files' arrays by kind ("kept/<name>", "totals/<name>");
+# 1 (no setting) marked totals with "_".
+CHECKPOINT_LAYOUT = 3
 
 
 class Pooling(NamedTuple):

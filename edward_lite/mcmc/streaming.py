@@ -24,6 +24,18 @@ and the effective sample size of the pooled mean is
 draws; ``MCSE = sqrt(mean_c sigma2_c / (C n))``.  This is the ESS of the
 mean (not rank-normalized, so it is no ``ess_bulk`` for heavy tails); it is
 NaN until there are at least 8 batches of at least 2 draws.
+
+Precision: the statistics are float64 whatever the draws' dtype (each draw
+is cast as it is added).  In float32, Welford's mean of ``n`` draws drifts
+by about ``eps |mean| sqrt(n)`` (``eps = 2^-24``) and a batch sum of ``b``
+draws by ``eps |mean| b``, so for a parameter far from 0 relative to its sd
+(a mean of 1000 with sd 1) the batch means at 10^5-10^6 draws per chain
+are rounding noise and the ESS is wrong (``benchmarks/precision_audit.py``
+measures it).  The elementwise updates cost little next to a transition;
+memory is ``(K + 5) C D`` float64 numbers.  The loop runs where float64
+exists: on one device (CPU or GPU), in chain groups (GPUs or CPUs), and on
+the host under a TPU strategy (``ShardedTarget`` runs only the log density
+on the TPU cores).  ``stream_summary`` reduces over chains in float64 too.
 """
 
 import collections
@@ -36,9 +48,10 @@ from edward_lite.mcmc import adaptation
 
 __all__ = ["StreamState", "stream_init", "stream_update", "stream_add", "stream_close",
            "stream_summary", "Accumulator", "run_begin", "accumulate", "run_end",
-           "NUM_BATCHES"]
+           "NUM_BATCHES", "STATISTICS_DTYPE"]
 
 NUM_BATCHES = 32  # K, even
+STATISTICS_DTYPE = tf.float64  # of the moments and batch sums, whatever the draws' dtype
 
 StreamState = collections.namedtuple(
     "StreamState", ["halves", "batch_sums", "partial", "in_batch", "batch_size", "filled"])
@@ -57,13 +70,16 @@ STREAM_CHAIN_AXES = StreamState(halves=adaptation.WelfordState(count=None, mean=
 
 
 def stream_init(chains, dim, dtype, batch_size=1):
-  """Empty statistics; ``batch_size`` is the initial ``b`` (``ceil(n / K)``
-  when the number of draws ``n`` is known: then the K slots never fill up
-  and no batches are merged)."""
-  zeros = tf.zeros([chains, dim], dtype)
-  halves = adaptation.WelfordState(tf.zeros([2], dtype), tf.stack([zeros, zeros]),
+  """Empty statistics of ``[C, D]`` draws of ``dtype``, kept in
+  ``STATISTICS_DTYPE`` (float64) whatever ``dtype`` is (module docstring);
+  ``batch_size`` is the initial ``b`` (``ceil(n / K)`` when the number of
+  draws ``n`` is known: then the K slots never fill up and no batches are
+  merged).  The updates keep the dtype of the state they are given."""
+  del dtype  # the draws'; the statistics do not follow it
+  zeros = tf.zeros([chains, dim], STATISTICS_DTYPE)
+  halves = adaptation.WelfordState(tf.zeros([2], STATISTICS_DTYPE), tf.stack([zeros, zeros]),
                                    tf.stack([zeros, zeros]))
-  return StreamState(halves, tf.zeros([NUM_BATCHES, chains, dim], dtype), zeros,
+  return StreamState(halves, tf.zeros([NUM_BATCHES, chains, dim], STATISTICS_DTYPE), zeros,
                      tf.constant(0), tf.cast(batch_size, tf.int32), tf.constant(0))
 
 
@@ -97,7 +113,9 @@ def run_begin(state, second_half):
 
 
 def accumulate(acc, x):
-  """Adds one draw per chain ``x [C, D]`` (Welford's update)."""
+  """Adds one draw per chain ``x [C, D]`` (Welford's update), cast to the
+  accumulator's dtype first."""
+  x = tf.cast(x, acc.mean.dtype)
   moments = adaptation.welford_update(adaptation.WelfordState(acc.count, acc.mean, acc.m2), x)
   return Accumulator(*moments, acc.partial + x)
 
@@ -137,11 +155,14 @@ def stream_close(state):
 
 
 def stream_summary(state):
-  """NumPy statistics per ``[D]`` coordinate: ``mean``, ``sd``, ``r_hat``
-  (split), ``ess``, ``mcse_mean``; per chain ``[C, D]``: ``chain_mean``,
-  ``variance``; and ``count`` (draws per chain)."""
-  counts = state.halves.count.numpy()
-  means, m2s = state.halves.mean.numpy(), state.halves.m2.numpy()
+  """NumPy float64 statistics per ``[D]`` coordinate: ``mean``, ``sd``,
+  ``r_hat`` (split), ``ess``, ``mcse_mean``; per chain ``[C, D]``:
+  ``chain_mean``, ``variance``; and ``count`` (draws per chain).  Every sum
+  over chains is float64, whatever the state's dtype: NumPy sums a strided
+  axis one element at a time, in the array's dtype."""
+  as64 = lambda t: np.asarray(t, np.float64)  # pylint: disable=unnecessary-lambda-assignment
+  counts = as64(state.halves.count)
+  means, m2s = as64(state.halves.mean), as64(state.halves.m2)
   n = counts.sum()
   # Per-chain moments over the whole run (Chan et al. combination of halves).
   chain_mean = (counts[0] * means[0] + counts[1] * means[1]) / max(n, 1.)
@@ -164,9 +185,9 @@ def stream_summary(state):
   else:
     out["r_hat"] = nan
 
-  filled, size = int(state.filled.numpy()), int(state.batch_size.numpy())
+  filled, size = int(np.asarray(state.filled)), int(np.asarray(state.batch_size))
   if filled >= 8 and size >= 2:
-    batch_means = state.batch_sums.numpy()[:filled] / size  # [a, C, D]
+    batch_means = as64(state.batch_sums[:filled]) / size  # [a, C, D]
     sigma2 = size * batch_means.var(axis=0, ddof=1)  # [C, D]
     sigma2 = sigma2.mean(axis=0)
     with np.errstate(divide="ignore", invalid="ignore"):
