@@ -12,6 +12,7 @@ import tensorflow as tf
 import edward_lite as ed
 from edward_lite.analysis import diagnostics
 from edward_lite.mcmc import adaptation, streaming
+from edward_lite.mcmc import run as mcmc_run
 
 C, D, N = 4, 3, 4000
 RHO = np.array([0., 0.5, 0.9])
@@ -121,6 +122,19 @@ def test_stream_summary_sums_over_chains_in_float64():
     assert out[key].dtype == np.float64, key
 
 
+def test_run_totals_fold_in_float64():
+  # The acceptance of 10^5 one-transition chunks: a float32 running total of
+  # 0.7 drifted by 5e-4 of it.
+  totals = None
+  for _ in range(100_000):
+    totals = mcmc_run.fold_totals(
+        totals, {"accept_prob": np.float32([0.7]), "n_grads": np.int32([3])}, False)
+  sampling = totals["sampling"]
+  np.testing.assert_allclose(sampling["accept_prob"], 1e5 * np.float64(np.float32(0.7)),
+                             rtol=1e-12)
+  assert sampling["n_grads"].dtype == np.int32 and sampling["n_grads"][0] == 300_000
+
+
 def test_too_few_draws_give_nan_ess():
   state = streaming.stream_init(C, D, tf.float64)
   for i in range(6):
@@ -158,7 +172,7 @@ def test_streamed_split_rhat_equals_split_rhat_of_the_draws():
   # float32 draws, float64 statistics of them.
   assert result.draws["mu"].dtype == np.float32
   assert result.mean["mu"].dtype == result.variance["mu"].dtype == np.float64
-  assert result.streamed["ess"]["mu"].dtype == np.float64
+  assert result.streamed["ess"]["mu"].dtype == result.chain_accept.dtype == np.float64
   # The moment formula against BDA3's, written out in NumPy.
   x = np.random.default_rng(0).normal(size=(2, 6, 50)) + np.arange(6)[:, None] * 0.1
   n, w = 50, x.var(-1, ddof=1).mean(-1)

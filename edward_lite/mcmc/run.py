@@ -317,9 +317,11 @@ def _chains_agree(window, n):
 def fold_totals(totals, chunk, in_warmup):
   """Adds one chunk's per-chain totals (dict name -> ``[chains]``) to the
   run's, by phase: ``{"warmup": {...}, "sampling": {...}}`` (None: start).
-  Memory stays constant in the number of chunks."""
+  Memory stays constant in the number of chunks.  Floating totals are
+  float64: a float32 running total of 10^5-10^6 one-transition chunks
+  drifts (a chunk's sum is short, and summed in the draws' dtype)."""
   if totals is None:
-    totals = {phase: {k: np.zeros_like(v) for k, v in chunk.items()}
+    totals = {phase: {k: np.zeros(np.shape(v), _total_dtype(v)) for k, v in chunk.items()}
               for phase in ("warmup", "sampling")}
   phase = totals["warmup" if in_warmup else "sampling"]
   # A chain whose log density overflowed has an inf (or, summed with an inf
@@ -328,6 +330,11 @@ def fold_totals(totals, chunk, in_warmup):
     for key, value in chunk.items():
       phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
   return totals
+
+
+def _total_dtype(value):
+  dtype = np.asarray(value).dtype
+  return np.float64 if dtype.kind == "f" else dtype
 
 
 def _postfix(out, totals, in_warmup, step_size, n):
