@@ -51,6 +51,7 @@ with any non-finite draw gets NaN; R-hat of draws that are all equal is NaN
 (0 / 0); ESS of draws that are all equal is S.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from edward_lite.analysis import autocorrelation
@@ -58,15 +59,21 @@ from edward_lite.analysis.chains import (MIN_DRAWS, by_parameter_blocks, draws_t
                                          to_float64)
 from edward_lite.analysis.ess import (ess, ess_bulk, ess_tail, mcse_mean, mcse_of_mean,
                                       mcse_quantile, tail_ess)
-from edward_lite.analysis.rhat import (bulk_ranks, nested_rhat, psrf_from_moments, rank_rhat, rhat,
-                                       split_rhat)
+from edward_lite.analysis.rhat import (bulk_ranks, folded_ranks, nested_rank_rhat, nested_rhat,
+                                       psrf, psrf_from_moments, rhat, split_rhat)
 
 __all__ = ["split_rhat", "psrf_from_moments", "rhat", "ess", "ess_bulk", "ess_tail", "mcse_mean",
-           "mcse_quantile", "nested_rhat", "ebfmi", "convergence"]
+           "mcse_quantile", "nested_rhat", "ebfmi", "convergence", "superchain_ids"]
+
+
+def superchain_ids(chains, superchains):
+  """``[chains]`` int32: the superchain of each chain, ``superchains``
+  contiguous groups whose sizes differ by at most one."""
+  return (np.arange(chains, dtype=np.int64) * superchains // chains).astype(np.int32)
 
 
 @by_parameter_blocks
-def convergence(draws):
+def convergence(draws, superchains=0):
   """``ess_bulk``, ``ess_tail``, ``rhat`` and ``mcse_mean`` in one pass.
 
   The same values as the four functions, computed with two sorts of the
@@ -75,16 +82,25 @@ def convergence(draws):
 
   Args:
     draws: [draws, chains, *param_shape] array or Tensor, at least 4 draws.
+    superchains: Python int ``K``; when 2 or more, the chains form ``K``
+      contiguous superchains (``superchain_ids``; chains of one superchain
+      started at one point), and ``nested_r_hat`` is added: the nested
+      R-hat (Margossian et al. 2024) of the rank-normalized and of the
+      folded rank-normalized draws, the larger.
 
   Returns:
-    dict ``ess_bulk``, ``ess_tail``, ``r_hat``, ``mcse_mean`` -> float64
-    Tensors of shape ``param_shape``.
+    dict ``ess_bulk``, ``ess_tail``, ``r_hat``, ``mcse_mean`` (and
+    ``nested_r_hat``) -> float64 Tensors of shape ``param_shape``.
   """
   x, param_shape = draws_to_pcn(draws)
   z, ordered = bulk_ranks(x)
-  return {key: finish(value, x, param_shape) for key, value in dict(
-      ess_bulk=autocorrelation.ess(z), ess_tail=tail_ess(x, ordered),
-      r_hat=rank_rhat(x, z, ordered), mcse_mean=mcse_of_mean(x)).items()}
+  folded = folded_ranks(x, ordered)
+  out = dict(ess_bulk=autocorrelation.ess(z), ess_tail=tail_ess(x, ordered),
+             r_hat=tf.maximum(psrf(z), psrf(folded)), mcse_mean=mcse_of_mean(x))
+  if superchains >= 2:
+    out["nested_r_hat"] = nested_rank_rhat(z, folded, superchain_ids(x.shape[1], superchains),
+                                           superchains)
+  return {key: finish(value, x, param_shape) for key, value in out.items()}
 
 
 def ebfmi(energy, pooled=False):

@@ -15,12 +15,13 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.analysis import autocorrelation, ranks
-from edward_lite.analysis.chains import by_parameter_blocks, draws_to_pcn, finish, split_chains
+from edward_lite.analysis.chains import F64, by_parameter_blocks, draws_to_pcn, finish, split_chains
 
-__all__ = ["split_rhat", "psrf_from_moments", "rhat", "nested_rhat"]
+__all__ = ["split_rhat", "psrf", "psrf_from_moments", "rhat", "nested_rhat",
+           "nested_psrf_from_moments"]
 
 
-def _psrf(x):
+def psrf(x):
   """Potential scale reduction of chains [P, M, n] (``psrf_from_moments``)."""
   n = x.shape[-1]
   chain_mean = tf.reduce_mean(x, axis=-1)
@@ -52,10 +53,30 @@ def bulk_ranks(x):
   return z, ordered
 
 
+def folded_ranks(x, ordered):
+  """The rank-normalized split chains of the folded draws ``|x - median|``
+  of x [P, C, N], given its pooled sorted draws ``ordered``."""
+  folded = tf.abs(x - ranks.sorted_quantile(ordered, 0.5)[:, None, None])
+  return ranks.rank_normalize(split_chains(folded))[0]
+
+
 def rank_rhat(x, z, ordered):
   """``max(bulk, tail)`` rank-normalized split R-hat, given ``bulk_ranks``."""
-  folded = tf.abs(x - ranks.sorted_quantile(ordered, 0.5)[:, None, None])
-  return tf.maximum(_psrf(z), _psrf(ranks.rank_normalize(split_chains(folded))[0]))
+  return tf.maximum(psrf(z), psrf(folded_ranks(x, ordered)))
+
+
+def nested_rank_rhat(z, folded, superchain, superchains):
+  """``max(bulk, tail)`` nested R-hat of the rank-normalized split chains
+  ``z`` and ``folded`` [P, 2C, n] (``bulk_ranks``, ``folded_ranks``),
+  the halves joined again into whole chains; ``superchain [C]`` in
+  ``0..superchains - 1``."""
+  def nested(split):
+    p, m, n = split.shape
+    whole = tf.reshape(split, [p, m // 2, 2 * n])
+    return nested_psrf_from_moments(tf.reduce_mean(whole, axis=-1),
+                                    autocorrelation.var_ddof1(whole), superchain,
+                                    superchains)
+  return tf.maximum(nested(z), nested(folded))
 
 
 @by_parameter_blocks
@@ -74,7 +95,7 @@ def split_rhat(draws):
     float64 Tensor of shape ``param_shape``.
   """
   x, param_shape = draws_to_pcn(draws)
-  return finish(_psrf(split_chains(x)), x, param_shape)
+  return finish(psrf(split_chains(x)), x, param_shape)
 
 
 @by_parameter_blocks
@@ -132,11 +153,34 @@ def nested_rhat(draws, superchains):
   if m * n < 2:
     raise ValueError("nested R-hat needs at least two draws per superchain, got "
                      f"{m} chain(s) of {n} draw(s).")
-  x4 = tf.reshape(x, [p, k, m, n])
-  chain_mean = tf.reduce_mean(x4, axis=-1)                      # [P, K, M]
-  within = tf.reduce_mean(autocorrelation.var_ddof1(x4), axis=-1)              # 0 when N = 1
-  between_chains = autocorrelation.var_ddof1(chain_mean)                       # 0 when M = 1
-  superchain_mean = tf.reduce_mean(chain_mean, axis=-1)         # [P, K]
-  b_nu = autocorrelation.var_ddof1(superchain_mean)
-  w_nu = tf.reduce_mean(between_chains + within, axis=-1)
-  return finish(tf.sqrt(1. + b_nu / w_nu), x, param_shape)
+  superchain = tf.range(c) // m
+  return finish(nested_psrf_from_moments(tf.reduce_mean(x, axis=-1),
+                                         autocorrelation.var_ddof1(x), superchain, k),
+                x, param_shape)
+
+
+def nested_psrf_from_moments(chain_mean, chain_var, superchain, superchains):
+  """Nested R-hat of chains from their means and variances (ddof 1)
+  ``[P, C]`` and their superchains ``superchain [C]`` (ints ``0`` to
+  ``superchains - 1``; the superchains' sizes may differ):
+
+      B_nu = var_k(mean_k)                      (ddof 1)
+      W_nu = mean_k(B_k + W_k),  B_k = var_{m in k}(mean_m)  (ddof 1; 0 for one chain)
+                                 W_k = mean_{m in k} s_m^2
+      nR-hat = sqrt(1 + B_nu / W_nu)
+
+  (Margossian et al. 2024, eqs. 15-19).  Shared by ``nested_rhat``, the
+  summary of kept draws and that of streamed moments.  Returns ``[P]``.
+  """
+  mean = tf.transpose(tf.convert_to_tensor(chain_mean, F64))          # [C, P]
+  var = tf.transpose(tf.convert_to_tensor(chain_var, F64))
+  superchain = tf.convert_to_tensor(superchain, tf.int32)
+  total = lambda x: tf.math.unsorted_segment_sum(x, superchain, superchains)  # pylint: disable=unnecessary-lambda-assignment
+  size = total(tf.ones_like(mean[:, :1]))                              # [K, 1]
+  superchain_mean = total(mean) / size                                 # [K, P]
+  between_chains = total(tf.square(mean - tf.gather(superchain_mean, superchain))) / tf.maximum(
+      size - 1., 1.)
+  within = total(var) / size
+  w_nu = tf.reduce_mean(between_chains + within, axis=0)
+  b_nu = autocorrelation.var_ddof1(tf.transpose(superchain_mean))
+  return tf.sqrt(1. + b_nu / w_nu)

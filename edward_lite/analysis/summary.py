@@ -23,18 +23,21 @@ class Summary:
   """A posterior summary table: one row per scalar (vectors expanded by index).
 
   ``rows`` is a list of ``(label, {column: value})``; ``summary["mu"]`` gives
-  a row's dict; ``str(summary)`` is the printed table, followed by warnings.
+  a row's dict; ``str(summary)`` is the printed table (after ``header``,
+  lines that say how columns were estimated), followed by warnings.
   """
 
-  def __init__(self, rows, notes, columns=COLUMNS, round_to=None):
+  def __init__(self, rows, notes, columns=COLUMNS, round_to=None, header=()):
     if round_to is not None:
       rows = [(label, {c: round(v, round_to) for c, v in row.items()}) for label, row in rows]
     self.rows, self.notes, self.columns = rows, notes, tuple(columns)
+    self.header = tuple(header)
     self._index = dict(rows)
 
   def to_dataframe(self):
     """The table as a ``pandas.DataFrame`` indexed by row label (the notes
-    are in ``df.attrs["notes"]``)."""
+    are in ``df.attrs["notes"]``, the header's lines on how columns were
+    estimated in ``df.attrs["methods"]``)."""
     try:
       import pandas as pd  # pylint: disable=g-import-not-at-top
     except ImportError as e:
@@ -42,6 +45,7 @@ class Summary:
     frame = pd.DataFrame([row for _, row in self.rows], index=[l for l, _ in self.rows],
                          columns=list(self.columns))
     frame.attrs["notes"] = list(self.notes)
+    frame.attrs["methods"] = list(self.header)
     return frame
 
   def __getitem__(self, label):
@@ -69,7 +73,7 @@ class Summary:
 
   def __str__(self):
     width = max([len(label) for label, _ in self.rows] + [8])
-    lines = [" " * width + "".join(f"{c:>10s}" for c in self.columns)]
+    lines = list(self.header) + [" " * width + "".join(f"{c:>10s}" for c in self.columns)]
     for label, row in self.rows:
       cells = []
       for c in self.columns:

@@ -10,15 +10,18 @@ whole run; Stan rejects such starts too.)
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.analysis.diagnostics import superchain_ids
 from edward_lite.model import nonfinite
 from edward_lite.model.init_values import PartialInit, complete, latent_of_column, parse_init
 
 __all__ = ["initial_state"]
 
 
-def initial_state(program, init, chains, seed, radius, max_tries):
+def initial_state(program, init, chains, seed, radius, max_tries, superchains=0):
   """Initial unconstrained states ``[C, D]`` with finite log density (and
-  gradient, for kernels with gradients)."""
+  gradient, for kernels with gradients).  With ``superchains`` ``K >= 2``
+  drawn starts are shared: every chain of superchain ``k``
+  (``diagnostics.superchain_ids``) starts where its first chain does."""
   target = program.target
   u = parse_init(target, init, chains)
   partial = u if isinstance(u, PartialInit) else None
@@ -42,6 +45,10 @@ def initial_state(program, init, chains, seed, radius, max_tries):
       redo = bad | no_gradient
       if not redo.any():
         break
+    if superchains >= 2:
+      ids = superchain_ids(chains, superchains)
+      first = np.searchsorted(ids, ids)  # each chain's superchain's first chain
+      u, bad, no_gradient = u[first], bad[first], no_gradient[first]
   if not bad.any() and not no_gradient.any():
     return u
   tried = "at the given init values" if given else f"after {max_tries} tries"

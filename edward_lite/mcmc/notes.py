@@ -6,51 +6,69 @@ streamed moments, kept draws and statistics)."""
 import numpy as np
 
 from edward_lite.analysis import diagnostics
-from edward_lite.analysis.chains import stretches_far_below
+from edward_lite.analysis.chains import (FALSE_ALARM, MANY_CHAINS, chance_bound,
+                                         stretches_far_below)
 
-__all__ = ["stuck_chains", "notes", "r_hat_advice", "ebfmi_note", "MAX_CHAIN_NOTES",
-           "SHORT_CHAIN"]
+__all__ = ["stuck_chains", "notes", "r_hat_advice", "ebfmi_note", "MAX_CHAIN_NOTES", "STUCK_ACCEPT",
+           "FAR_OUT", "SHORT_CHAIN", "ADVICE_CHAINS"]
 
 # Fewer draws a chain than this make a chain short for R-hat's 1.01 rule
 # (Vehtari et al. 2021 checked it with chains of 1,000 draws).
 SHORT_CHAIN = 500
+# Chains whose own ESS the R-hat advice reads, at most (a stated subset).
+ADVICE_CHAINS = 1000
 # Stuck or apart chains named one by one in the summary, up to this many.
 MAX_CHAIN_NOTES = 5
+STUCK_ACCEPT = 0.05  # a chain accepting less than this after warmup may be stuck
+FAR_OUT = 5.  # a chain mean this many within-chain sds from the chains' median is far out
 
 
 def stuck_chains(result):
   """Chains that did not sample the posterior with the others.
 
   A chain is *stuck* when, after warmup, its mean acceptance is below
-  0.05, most of its transitions diverge, or (with 3 or more chains) some
-  parameter barely moves in it (variance below 1/100 of the median
-  chain's) while its mean lies more than 5 median within-chain sds from
-  the median of the chains' means.  It is *apart* when its mean lies that
-  far out with a healthy variance (another mode, or not yet mixed), or
-  when a stretch of its draws has a mean log density far below the other
-  chains' (``analysis.chains.stretches_far_below``: a chain that began sampling in a
-  minor mode and left it later moves the run's moments without moving its
-  R-hat).
+  ``STUCK_ACCEPT`` (``_accepts_too_little``), most of its transitions
+  diverge, or (with 3 or more chains) some parameter barely moves in it
+  (variance below 1/100 of the median chain's) while its mean lies more
+  than ``FAR_OUT`` median within-chain sds from the median of the chains'
+  means.  It is *apart* when its mean lies that far out with a healthy
+  variance (another mode, or not yet mixed), or when a stretch of its
+  draws has a mean log density far below the other chains'
+  (``analysis.chains.stretches_far_below``: a chain that began sampling in
+  a minor mode and left it later moves the run's moments without moving
+  its R-hat).
 
-  The medians are taken once per parameter, so the cost is linear in the
-  number of chains (a million chains take about a second).
+  Each test holds at any number of chains: from ``MANY_CHAINS`` on, a
+  chain must also lie beyond what chance gives one of that many chains
+  (``chance_bound`` of the distances of the chains' means from their
+  median, over every chain and scalar), so a run of 10^5 chains that all
+  sample well raises no warning, with probability ``1 - FALSE_ALARM``.
+
+  The medians and quantiles are taken once per parameter, so the cost is
+  linear in the number of chains (a million chains take about a second).
 
   Returns:
     list of ``(chain, kind, reason)`` with kind ``"stuck"`` or ``"apart"``.
   """
-  low_accept = result.chain_accept < 0.05
+  low_accept = _accepts_too_little(result.chain_accept, result.num_draws)
   divergent = result.chain_divergent > 0.5
   # Per chain, the first parameter (in the target's order) whose mean is far
   # out, at its component farthest out: chain -> (words, frozen there).
   far = {}
   if result.chains >= 3:
     undecided = np.ones(result.chains, bool)
+    tests = result.chains * sum(int(np.prod(result.mean[n].shape[1:])) for n in
+                                result.target.names)
     for name in result.target.names:
       m = result.mean[name].reshape(result.chains, -1)
       v = result.variance[name].reshape(result.chains, -1)
       center, spread = np.median(m, axis=0), np.sqrt(np.median(v, axis=0))
       z = np.abs(m - center) / np.where(spread > 0, spread, np.inf)
-      hit = undecided & np.any(z > 5., axis=1)
+      far_out = z > FAR_OUT
+      if result.chains >= MANY_CHAINS:  # and farther out than chance takes a chain mean
+        distance = np.abs(m - center)
+        far_out &= distance > np.array([chance_bound(d, tests) for d in distance.T])
+      hit = undecided & np.any(far_out, axis=1)
       undecided &= ~hit
       frozen_below = 0.01 * np.median(v, axis=0)
       for c in np.flatnonzero(hit):
@@ -71,6 +89,24 @@ def stuck_chains(result):
     kind = "stuck" if reasons or frozen else "apart"
     out.append((int(c), kind, ", ".join(reasons + ([where] if where else []))))
   return out
+
+
+def _accepts_too_little(accept, draws):
+  """``[C]`` bools: chains whose mean acceptance after warmup is below
+  ``STUCK_ACCEPT`` and, from ``MANY_CHAINS`` chains on, below what chance
+  gives one of them: ``draws`` transitions accepting like the median chain
+  fall to a chain's mean ``a`` with probability at most
+  ``exp(-draws KL(a || median))`` (Chernoff), which must be below
+  ``FALSE_ALARM / chains``.  (At 10^5 chains of 20 random-walk draws
+  accepting 30%, some 700 accept at most one.)"""
+  low = accept < STUCK_ACCEPT
+  if len(accept) < MANY_CHAINS or not low.any():
+    return low
+  a, m = np.clip(accept, 1e-12, 1. - 1e-12), float(np.median(accept))
+  if not 0. < m < 1.:
+    return low
+  kl = a * np.log(a / m) + (1. - a) * np.log((1. - a) / (1. - m))
+  return low & (draws * kl > np.log(len(accept) / FALSE_ALARM))
 
 
 def notes(result, rows, keys):
@@ -98,9 +134,10 @@ def notes(result, rows, keys):
   ess = np.array([r["ess_bulk"] for _, r in rows])
   if np.any(r_hat > 1.01):
     at = int(np.nanargmax(r_hat))
-    said.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have R-hat > 1.01 "
-                 f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + r_hat_advice(result, 
-                     r_hat[at], *keys[at]))
+    nested = "nested " if result.superchains >= 2 else ""
+    said.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have {nested}R-hat > 1.01 "
+                f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + r_hat_advice(result,
+                    r_hat[at], *keys[at]))
   if np.any(ess < 100 * min(result.chains, 4)):
     worst = rows[int(np.nanargmin(ess))][0]
     said.append(f"{int(np.sum(ess < 100 * min(result.chains, 4)))} parameter(s) have bulk "
@@ -139,28 +176,45 @@ def ebfmi_note(energy):
               f"(each has {len(energy)} draws): " + advice)
     return None
   bfmi = np.asarray(diagnostics.ebfmi(energy))
-  if np.any(bfmi < 0.3):
-    return (f"E-BFMI below 0.3 in {int(np.sum(bfmi < 0.3))} chain(s) "
+  low = bfmi < 0.3
+  if len(bfmi) >= MANY_CHAINS:  # and below what chance gives one of so many chains
+    low &= bfmi < chance_bound(bfmi, len(bfmi), upper=False)
+  if np.any(low):
+    return (f"E-BFMI below 0.3 in {int(np.sum(low))} chain(s) "
             f"(min {np.min(bfmi):.2f}): " + advice)
   return None
 
 
 def r_hat_advice(result, r_hat, name, index):
-  """What an R-hat above 1.01 means.  Split R-hat of chains that have
-  mixed is about sqrt(1 + 2 / n_eff), with n_eff the ESS of one chain from
-  its own autocorrelation (the half-chains' means vary as sd^2 / (n_eff /
-  2)): below 100 effective draws a chain, autocorrelation alone puts it
-  above 1.01 -- the case of many short chains, whose ESS in all may be
-  ample.  For such short chains (fewer than ``SHORT_CHAIN`` draws) with
-  R-hat within what autocorrelation gives (a factor 2 on R-hat^2 - 1), the
-  warning says R-hat cannot tell.  Chains apart (each mixing well on its
-  own) give much more, and long chains this autocorrelated (a funnel's:
-  ESS 12 a chain in 1,000 draws) mix badly: both keep the plain warning."""
-  if result.draws is not None and 8 <= result.num_draws < SHORT_CHAIN:
+  """What an R-hat above 1.01 means.
+
+  Nested R-hat (``result.superchains``): the superchains, each started from
+  its own point, disagree, so the chains still depend on where they
+  started, or on which mode they found.
+
+  Split R-hat of chains that have mixed is about sqrt(1 + 2 / n_eff), with
+  n_eff the ESS of one chain from its own autocorrelation (the
+  half-chains' means vary as sd^2 / (n_eff / 2)): below 100 effective draws
+  a chain, autocorrelation alone puts it above 1.01 -- the case of many
+  short chains, whose ESS in all may be ample.  For such short chains
+  (fewer than ``SHORT_CHAIN`` draws, or ``MANY_CHAINS`` chains or more,
+  read on at most ``ADVICE_CHAINS`` of them) with R-hat within what
+  autocorrelation gives (a factor 2 on R-hat^2 - 1), the warning says
+  R-hat cannot tell.  Chains apart (each mixing well on its own) give much
+  more, and a few long chains this autocorrelated (a funnel's: ESS 12 a
+  chain in 1,000 draws) mix badly: both keep the plain warning."""
+  if result.superchains >= 2:
+    return (f"the {result.superchains} superchains, each started from its own point, "
+            "disagree: the chains still depend on where they started (run a longer warmup) "
+            "or the posterior is multimodal.")
+  short = result.num_draws < SHORT_CHAIN or result.chains >= MANY_CHAINS
+  if result.draws is not None and 8 <= result.num_draws and short:
     x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
+    x = x[:, ::-(-x.shape[1] // ADVICE_CHAINS)]
     n_eff = float(np.mean(diagnostics.ess(x[:, None, :])))         # each chain alone
     if r_hat ** 2 - 1 <= 2 * (2 / n_eff):
       return (f"with {result.num_draws} draws per chain (ESS of one chain {n_eff:.0f}), "
               "autocorrelation alone gives such an R-hat in chains that have mixed, so it "
-              "cannot tell whether they have: draw more per chain.")
+              "cannot tell whether they have: draw more per chain, or start the chains in "
+              "superchains (superchains=16) for nested R-hat.")
   return "the chains have not mixed: run longer or reparameterize."

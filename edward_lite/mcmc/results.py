@@ -6,7 +6,9 @@ from typing import Any, Dict, Optional
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.analysis import diagnostics
+from edward_lite.analysis import column_summary, diagnostics
+from edward_lite.analysis.diagnostics import superchain_ids
+from edward_lite.analysis.rhat import nested_psrf_from_moments
 from edward_lite.analysis.predictive import posterior_predictive as simulate_predictive
 from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_names, show
 from edward_lite.mcmc import base, metric, notes, streaming
@@ -51,6 +53,10 @@ class MCMCResult:
       compiles), ``warmup_s``, ``sampling_s`` (wall seconds).
     trajectory_length: ChEES' adapted trajectory length (None for other
       kernels).
+    superchains: ``K`` when the chains formed ``K`` contiguous superchains
+      whose chains shared their initial point (``ed.mcmc.sample``'s
+      ``superchains``), else 0: the summary's ``r_hat`` is then nested
+      R-hat.
   """
 
   target: Any
@@ -75,12 +81,13 @@ class MCMCResult:
   timings: Dict[str, float]
   trajectory_length: Optional[np.ndarray] = None
   seed: int = 0
+  superchains: int = 0
   _log_likelihood: Optional[Dict[str, np.ndarray]] = dataclasses.field(default=None,
                                                                        init=False)
 
   @classmethod
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
-            keep_draws, timings, seed=0):
+            keep_draws, timings, seed=0, superchains=0):
     cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
     # A kernel without momentum has no Hamiltonian: its "energy" (-log p)
     # would make E-BFMI, and ArviZ's energy plot, say something false.
@@ -105,7 +112,8 @@ class MCMCResult:
         streamed={k: target.split_constrained(stream[k])
                   for k in ("sd", "r_hat", "ess", "mcse_mean")},
         draw_count=stream["count"], timings=timings,
-        trajectory_length=kernel.trajectory_length(state.kernel_adapt), seed=seed)
+        trajectory_length=kernel.trajectory_length(state.kernel_adapt), seed=seed,
+        superchains=superchains)
     return result
 
   # -- diagnostics ------------------------------------------------------------
@@ -171,6 +179,8 @@ class MCMCResult:
       if name in unchecked and name not in keep:
         continue  # neither shown nor warned about: its statistics are not needed
       stats = self._stats(name)
+      if self.superchains >= 2:
+        stats["r_hat"] = stats["nested_r_hat"]
       if hdi_prob is not None:
         if self.draws is None:
           raise ValueError("hdi_prob needs the draws: sample with keep_draws=True.")
@@ -185,25 +195,43 @@ class MCMCResult:
           checked.append(row)
           keys.append((name, index))
     return Summary(shown, notes.notes(self, checked, keys), columns=columns,
-                   round_to=round_to)
+                   round_to=round_to, header=self._methods())
+
+  def _methods(self):
+    """The header lines that say how the columns were estimated, where not
+    as Stan's and ArviZ's summary (``column_summary``)."""
+    lines = []
+    if self.superchains >= 2:
+      lines.append(f"r_hat: nested R-hat of {self.superchains} superchains of about "
+                   f"{self.chains // self.superchains} chains that shared their initial "
+                   "points (Margossian et al. 2024).")
+    if self.draws is not None:
+      per_scalar = next(iter(self.draws.values())).shape[:2]
+      if per_scalar[0] * per_scalar[1] > column_summary.EXACT_LIMIT:
+        lines.append(
+            f"{per_scalar[0] * per_scalar[1]:,} draws a scalar: ess_bulk, ess_tail and mcse_mean "
+            "from the variance of batch means (the chains' means), ranks from draws binned to "
+            "4 significant digits.")
+    return tuple(lines)
 
   def _stats(self, name):
+    """The summary's columns of one variable, float64 ``[*shape]`` each
+    (``column_summary.variable_statistics``; without kept draws, from the
+    streamed statistics)."""
     if self.draws is not None:
-      x = self.draws[name]
-      q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=(0, 1))
-      if x.shape[0] >= 4:
-        stats = _convergence_in_blocks(x)
-        ess_bulk, ess_tail, r_hat, mcse = (stats[k] for k in ("ess_bulk", "ess_tail", "r_hat",
-                                                               "mcse_mean"))
-      else:
-        ess_bulk = ess_tail = r_hat = mcse = np.full(x.shape[2:], np.nan)
-      return dict(mean=x.mean(axis=(0, 1)), sd=x.std(axis=(0, 1), ddof=1), mcse_mean=mcse,
-                  q5=q5, q50=q50, q95=q95, ess_bulk=ess_bulk, ess_tail=ess_tail, r_hat=r_hat)
+      return column_summary.variable_statistics(self.draws[name], self.superchains)
     streamed = {k: v[name] for k, v in self.streamed.items()}
-    nan = np.full_like(streamed["sd"], np.nan)
-    return dict(mean=self.mean[name].mean(axis=0), sd=streamed["sd"],
-                mcse_mean=streamed["mcse_mean"], q5=nan, q50=nan, q95=nan,
-                ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"])
+    nan = np.full_like(streamed["sd"], np.nan, dtype=np.float64)
+    stats = dict(mean=np.mean(self.mean[name], axis=0, dtype=np.float64), sd=streamed["sd"],
+                 mcse_mean=streamed["mcse_mean"], q5=nan, q50=nan, q95=nan,
+                 ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"],
+                 nested_r_hat=nan)
+    if self.superchains >= 2 and self.draw_count >= 2:
+      chains = self.mean[name].shape[0]
+      moments = [np.reshape(v[name], (chains, -1)).T for v in (self.mean, self.variance)]
+      stats["nested_r_hat"] = np.reshape(nested_psrf_from_moments(
+          *moments, superchain_ids(chains, self.superchains), self.superchains), nan.shape)
+    return stats
 
   def stuck_chains(self):
     """Chains that did not sample the posterior with the others:
@@ -307,20 +335,3 @@ def _with_deterministic(target, draws, seed=0):
   values = target.deterministic(flat, seeds.stream(
       tf.constant(seeds.seed_pair(seed), tf.int32), "enumerated_draws"))
   return {**draws, **{k: v.reshape(lead + v.shape[1:]) for k, v in values.items()}}
-
-
-# Scalars per ``diagnostics.convergence`` call: its float64 working copies
-# of ``[draws, chains, scalars]`` stay near this many values each (20 draws
-# of 10^5 chains and 10 parameters took 1.3 GB at once; RESULTS section 47).
-CONVERGENCE_BLOCK = 2**22
-
-
-def _convergence_in_blocks(x):
-  """``diagnostics.convergence`` of ``x [draws, chains, *shape]`` as NumPy
-  arrays of ``shape``, computed for a block of scalars at a time."""
-  flat = x.reshape(x.shape[:2] + (-1,))
-  block = max(1, CONVERGENCE_BLOCK // (x.shape[0] * x.shape[1]))
-  parts = [diagnostics.convergence(flat[:, :, i:i + block])
-           for i in range(0, flat.shape[2], block)]
-  return {key: np.concatenate([np.asarray(part[key]).reshape(-1) for part in parts]).reshape(
-      x.shape[2:]) for key in parts[0]}

@@ -110,7 +110,7 @@ class Run:
     """The chains' initial states, step sizes and metric (a new run)."""
     s, program = self.settings, self.program
     u0 = initial_states.initial_state(program, s.init, s.chains, self.seed, s.init_radius,
-                                      s.max_init_tries)
+                                      s.max_init_tries, s.superchains)
     h0 = s.step_size if s.step_size is not None else s.kernel.initial_step_size(
         program.target.dim)
     state = program.initial_chunk_state(

@@ -48,7 +48,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
            seed=0, thin=1, keep_draws=True, init="uniform", init_radius=2.,
            step_size=None, adapt_metric=True, adaptive_warmup=True, pooled=None, chunk_size=None,
            progress=True, checkpoint_dir=None, max_init_tries=100, callback=None,
-           strategy=None, parallel="data", jit_compile=True, dtype=None, **kwargs):
+           strategy=None, parallel="data", jit_compile=True, dtype=None, superchains=None,
+           **kwargs):
   """Samples the posterior of ``model(*args, **kwargs)`` given ``observed``.
 
   Args:
@@ -141,6 +142,14 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       strategy each replica's part.
     dtype: the model's floating dtype (default float32); ``tf.float64`` runs
       the model and the sampler in double precision (``ed.make_target``).
+    superchains: ``K``: the chains start in ``K`` contiguous superchains,
+      the chains of each from one drawn point, and the summary's ``r_hat``
+      is nested R-hat (Margossian et al. 2024), which tells many short
+      chains that forgot their starts from ones that did not, where split
+      R-hat needs long chains.  ``None`` (default): 16 superchains for
+      256 chains or more whose starts are drawn (``init`` a mode, or a
+      dict that leaves latents to draw), else none; 0: none.  Given
+      ``init`` values are kept as they are.
 
   Returns:
     An ``MCMCResult``.
@@ -152,7 +161,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       adapt_metric=adapt_metric, adaptive_warmup=adaptive_warmup, pooled=pooled,
       chunk_size=chunk_size, progress=progress, checkpoint_dir=checkpoint_dir,
       max_init_tries=max_init_tries, callback=callback, strategy=strategy, parallel=parallel,
-      jit_compile=jit_compile, dtype=dtype, observed=observed)
+      jit_compile=jit_compile, dtype=dtype, observed=observed, superchains=superchains)
   groups = settings.make_chain_groups()
   program = _program(model, args, kwargs, observed, settings, groups)
   settings = settings.for_target(program.target, groups)

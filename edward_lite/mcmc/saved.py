@@ -36,7 +36,7 @@ def contents(result):
       chains=result.chains, warmup=result.warmup,
       num_draws=result.num_draws, thin=result.thin, keep_draws=result.keep_draws,
       draw_count=int(result.draw_count), timings=result.timings, seed=result.seed,
-      draws_present=result.draws is not None,
+      superchains=int(result.superchains), draws_present=result.draws is not None,
       kernel={"name": kernel.name, "settings": {
           k: v for k, v in vars(kernel).items()
           if not k.startswith("_") and isinstance(v, (int, float, str, bool, type(None)))}},
@@ -66,7 +66,7 @@ def read(path, header, arrays, model, args, kwargs):
       draws=group("draws/") if header["draws_present"] else None,
       sample_stats=named_statistics(group("sample_stats/")), mean=group("mean/"), variance=group("variance/"),
       streamed=streamed, draw_count=header["draw_count"], timings=header["timings"],
-      seed=header.get("seed", 0), **fields)
+      seed=header.get("seed", 0), superchains=header.get("superchains", 0), **fields)
 
 
 def _kernel(kernels, saved):

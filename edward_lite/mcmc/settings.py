@@ -25,7 +25,8 @@ from edward_lite.mcmc import metric_update
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import get_kernel
 
-__all__ = ["SampleSettings", "Pooling", "pooling", "DEFAULT_CHUNK", "CHECKPOINT_LAYOUT"]
+__all__ = ["SampleSettings", "Pooling", "pooling", "DEFAULT_CHUNK", "CHECKPOINT_LAYOUT",
+           "SUPERCHAINS", "SUPERCHAIN_MIN_CHAINS"]
 
 DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
 # How a checkpoint holds its arrays: 3 keeps the state's streaming statistics
@@ -33,6 +34,14 @@ DEFAULT_CHUNK = 200  # transitions per compiled call between host updates
 # and nests the chunk files' arrays by kind ("kept/<name>", "totals/<name>");
 # 1 (no setting) marked totals with "_".
 CHECKPOINT_LAYOUT = 3
+
+
+# ``superchains=None``: runs of at least SUPERCHAIN_MIN_CHAINS chains drawn
+# from init="uniform" or "prior" start in SUPERCHAINS superchains, the chains
+# of each from one point, so that nested R-hat (Margossian et al. 2024) can
+# tell many short chains that forgot their starts from ones that did not.
+SUPERCHAINS = 16
+SUPERCHAIN_MIN_CHAINS = 256
 
 
 class Pooling(NamedTuple):
@@ -95,6 +104,8 @@ class SampleSettings:
     target_accept: the kernel's target acceptance for ``D`` dimensions.
     chain_groups: the number of blocks of chains (``parallel="chain_groups"``),
       else None.
+    superchains: as given (None: by the number of chains and ``init``) until
+      ``for_target`` resolves it to ``K >= 2`` or 0 (none).
   """
   kernel: Any
   chains: int
@@ -122,12 +133,13 @@ class SampleSettings:
   float_dtype: Any = None
   target_accept: Optional[float] = None
   chain_groups: Optional[int] = None
+  superchains: Optional[int] = None
 
   @classmethod
   def from_call(cls, *, kernel, chains, warmup, draws, seed, thin, keep_draws, init,
                 init_radius, step_size, adapt_metric, adaptive_warmup, pooled, chunk_size,
                 progress, checkpoint_dir, max_init_tries, callback, strategy, parallel,
-                jit_compile, dtype, observed):
+                jit_compile, dtype, observed, superchains=None):
     """Checks ``sample``'s arguments.
 
     Raises:
@@ -156,11 +168,18 @@ class SampleSettings:
     pooled = pooling(pooled, kernel)
     if parallel not in PARALLEL_MODES:
       raise ValueError(f"parallel must be 'data', 'chains' or 'chain_groups'; got {parallel!r}.")
+    if superchains is not None:
+      superchains = integer("superchains", superchains, 0)
+      if superchains == 1 or superchains > checked["chains"] // 2:
+        raise ValueError(f"superchains must be 0 (none) or from 2 to chains // 2 = "
+                         f"{checked['chains'] // 2} (two chains or more in each); got "
+                         f"{superchains}.")
     return cls(kernel=kernel, keep_draws=bool(keep_draws), init=init, init_radius=init_radius,
                step_size=step_size, adapt_metric=adapt_metric,
                adaptive_warmup=adaptive_warmup, pooling=pooled, parallel=parallel,
                strategy=strategy, jit_compile=bool(jit_compile), dtype=dtype,
-               progress=progress, checkpoint_dir=checkpoint_dir, callback=callback, **checked)
+               progress=progress, checkpoint_dir=checkpoint_dir, callback=callback,
+               superchains=superchains, **checked)
 
   def make_chain_groups(self):
     """The checked ``ChainGroups`` over the devices of ``strategy`` for
@@ -197,7 +216,18 @@ class SampleSettings:
         self, metric=metric, pooling=self.pooling._replace(metric=metric.pooled),
         float_dtype=target.dtype.as_numpy_dtype,
         target_accept=self.kernel.default_target_accept(dim),
-        chain_groups=groups.size if groups else None)
+        chain_groups=groups.size if groups else None,
+        superchains=self._superchains(target))
+
+  def _superchains(self, target):
+    """``superchains`` resolved: as given, or ``SUPERCHAINS`` for a run of
+    ``SUPERCHAIN_MIN_CHAINS`` chains or more whose starts are drawn (an
+    ``init`` mode, or a dict that leaves latents to draw), else 0."""
+    if self.superchains is not None:
+      return self.superchains
+    drawn = isinstance(self.init, str) or (isinstance(self.init, dict) and
+                                           not set(target.names) <= set(self.init))
+    return SUPERCHAINS if drawn and self.chains >= SUPERCHAIN_MIN_CHAINS else 0
 
   def checkpoint_settings(self):
     """The JSON-able settings a checkpoint is identified by (with the
@@ -211,10 +241,11 @@ class SampleSettings:
         pooled=self.pooling, dtype=str(self.float_dtype), init=describe_init(self.init),
         step_size=self.step_size, chunk_size=self.chunk_size, jit_compile=self.jit_compile,
         checkpoint_layout=CHECKPOINT_LAYOUT,
-        **({"chain_groups": self.chain_groups} if self.chain_groups else {}))
+        **({"chain_groups": self.chain_groups} if self.chain_groups else {}),
+        **({"superchains": self.superchains} if self.superchains else {}))
 
   def result_settings(self):
     """The keywords of ``MCMCResult.build`` that are settings (the warmup
     run is the run's)."""
     return dict(chains=self.chains, draws=self.draws, thin=self.thin,
-                keep_draws=self.keep_draws, seed=self.seed)
+                keep_draws=self.keep_draws, seed=self.seed, superchains=self.superchains)

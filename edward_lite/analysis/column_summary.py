@@ -1,0 +1,360 @@
+"""One scalar's posterior summary from its draws ``x [N draws, C chains]``,
+right and fast at any number of chains.
+
+Every sum runs in float64 over contiguous rows (one float32 copy of the
+column, ``[C, N]``, is the only copy of the draws), and every step is
+linear in ``S = C N``: no sort of the ``S`` draws.
+
+**Exact.**  The mean, the sd (ddof 1), the 5/50/95% quantiles (NumPy's
+linear interpolation, from the order statistics themselves) and the
+per-chain moments.
+
+**Ranks, binned.**  Rank normalization (Vehtari et al. 2021), ``z =
+Phi^-1((r - 3/8) / (S + 1/4))``, needs each draw's rank ``r``.  Here the
+draws, centred on their mean, are binned by the top ``BUCKET_BITS`` bits of
+their float32 pattern (sign, exponent, 13 bits of mantissa: bins of relative
+width ``2^-13``, logarithmically spaced, so any scale and any tail is
+resolved), and every draw of a bin gets the bin's average rank, as tied
+draws do.  The ranks are those of the draws rounded to about four
+significant digits relative to their distance from the mean; the folded
+draws ``|x - median|`` are binned the same way.  RESULTS section 53 gives
+the difference from exact ranks.
+
+**Between-chain (batch-means) ESS.**  With ``C`` independent chains the
+variance of the grand mean is estimated without any model of the
+autocorrelation as ``var_c(chain mean) / C``: the effective sample size is
+
+    ESS = s^2 / (var_b(batch mean) b / S)
+
+with ``s^2`` the pooled variance and batch means ``b`` draws long: whole
+chains when ``C >= MIN_BATCHES``, else each chain cut into
+``ceil(MIN_BATCHES / C)`` batches (Flegal & Jones 2010).  It is the ESS of
+the mean of these finite chains, capped at ``S log10 S`` as Stan's; its
+relative error is about ``sqrt(2 / batches)``.  ``ess_bulk`` applies it to
+``z``, ``ess_tail`` to the indicators ``I(x <= q05)``, ``I(x <= q95)``
+(the smaller), and ``mcse_mean = sqrt(var_b(batch mean of x) b / S)``.
+
+**R-hat.**  Split R-hat of ``z`` and of the folded ``z`` (their maximum,
+Vehtari et al. 2021) from the half chains' moments; and, when the chains
+form superchains that shared their initial points, nested R-hat
+(Margossian et al. 2024) of the same two, from the whole chains' moments.
+
+``summarize`` returns these for any ``S``; ``mcmc.results`` replaces the
+ESS, MCSE and split R-hat by the exact Vehtari estimators
+(``diagnostics.convergence``) where ``S <= EXACT_LIMIT``.
+"""
+
+import concurrent.futures
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from edward_lite.analysis.diagnostics import convergence, superchain_ids
+from edward_lite.analysis.rhat import nested_psrf_from_moments, psrf_from_moments
+
+__all__ = ["summarize", "variable_statistics", "EXACT_LIMIT", "MIN_BATCHES",
+           "BUCKET_BITS"]
+
+# Draws per scalar up to which the summary uses the exact estimators of
+# ``diagnostics.convergence`` for ESS, MCSE and split R-hat (RESULTS
+# section 53: their cost against this module's).
+EXACT_LIMIT = 2**18
+# Batches the between-chain ESS needs at least (relative error about
+# sqrt(2 / MIN_BATCHES), 14%, at this many).
+MIN_BATCHES = 100
+# Bits of the float32 pattern that name a rank bin: 1 sign, 8 exponent, 13
+# mantissa.
+BUCKET_BITS = 22
+_SHIFT = np.uint32(32 - BUCKET_BITS)
+_BINS = 1 << BUCKET_BITS
+# Values per chunk of rows: a chunk's float64 temporaries stay near 32 MB.
+CHUNK_VALUES = 2**22
+# Chunks run on this many threads (NumPy's loops release the GIL).
+THREADS = 1
+
+
+def summarize(x, superchains=0):
+  """Summary statistics of one scalar's draws.
+
+  Args:
+    x: ``[N, C]`` real array (a strided view of the kept draws is fine).
+    superchains: ``K``; 2 or more adds nested R-hat over ``K`` contiguous
+      superchains (``diagnostics.superchain_ids``).
+
+  Returns:
+    dict of Python floats: ``mean``, ``sd``, ``mcse_mean``, ``q5``, ``q50``,
+    ``q95``, ``ess_bulk``, ``ess_tail``, ``r_hat`` (rank-normalized split),
+    ``nested_r_hat`` (NaN without superchains).  Non-finite draws give NaN
+    for all but the mean and sd; fewer than 4 draws a chain give NaN ESS,
+    MCSE and R-hat.
+  """
+  n, c = x.shape
+  s = n * c
+  col = np.ascontiguousarray(np.asarray(x).T)                        # [C, N], one copy
+  if col.dtype != np.float64:
+    col = col.astype(np.float32, copy=False)
+  batches = 1 if c >= MIN_BATCHES else min(n, -(-MIN_BATCHES // c))
+  out = dict.fromkeys(("q5", "q50", "q95", "mcse_mean", "ess_bulk", "ess_tail", "r_hat",
+                       "nested_r_hat"), math.nan)
+
+  # Pass 1: the draws' moments and the bin counts of the centred draws.
+  center = np.float32(np.mean(col[:max(1, CHUNK_VALUES // n)], dtype=np.float64))
+  parts = _map(lambda rows: (_row_moments(rows, batches),
+                             np.bincount(_bins(rows - center).reshape(-1), minlength=_BINS)), col)
+  x_mom = _Moments(n, [p[0] for p in parts], batches)
+  out["mean"] = x_mom.grand_mean
+  out["sd"] = math.sqrt(x_mom.pooled_var) if s > 1 else math.nan
+  if not x_mom.finite:
+    return out
+  counts = sum(p[1] for p in parts)
+  order_stats = _order_statistics(s, (0.05, 0.5, 0.95))
+  holding = _holding_bins(counts, order_stats)
+  z_table = _z_table(counts)
+  fold_at = _bin_value(holding[order_stats[0.5][0]])  # a value in the median's bin
+
+  # Pass 2: z's moments, the folded draws' bin counts, the tail indicators'
+  # counts and the draws in the bins that hold the quantiles.
+  wanted = np.zeros(_BINS, bool)
+  wanted[list(holding.values())] = True
+  cuts = [z_table[holding[order_stats[p][0]]] for p in (0.05, 0.95)]
+
+  def rank_pass(rows):
+    centred = rows - center
+    bins = _bins(centred)
+    z = z_table[bins]
+    hit = wanted[bins]
+    return (_row_moments(z, batches),
+            np.bincount(_bins(np.abs(centred - fold_at)).reshape(-1), minlength=_BINS),
+            [_batch_counts(z <= cut, batches) for cut in cuts],
+            (centred[hit], bins[hit]))
+
+  parts = _map(rank_pass, col)
+  z_mom = _Moments(n, [p[0] for p in parts], batches)
+  fold_table = _z_table(sum(p[1] for p in parts))
+  below = [np.concatenate([p[2][i] for p in parts]).reshape(-1) for i in range(2)]
+  quantiles = _quantiles(counts, holding, order_stats, parts, center)
+  out.update(q5=quantiles[0.05], q50=quantiles[0.5], q95=quantiles[0.95])
+  if n < 4:
+    return out
+
+  # Pass 3: the folded draws' z moments.
+  zf_mom = _Moments(n, _map(lambda rows: _row_moments(
+      fold_table[_bins(np.abs((rows - center) - fold_at))], batches), col), batches)
+
+  out["mcse_mean"] = math.sqrt(x_mom.mean_var) if x_mom.pooled_var > 0 else 0.
+  out["ess_bulk"] = _ess(z_mom.pooled_var, z_mom.batch_var, s, x_mom.batch_size)
+  out["ess_tail"] = min(_indicator_ess(b, s, n, batches) for b in below)
+  if x_mom.pooled_var == 0:
+    out["ess_bulk"] = out["ess_tail"] = float(s)
+  out["r_hat"] = max(_split_psrf(z_mom), _split_psrf(zf_mom))
+  if superchains >= 2:
+    out["nested_r_hat"] = float(np.max(nested_psrf_from_moments(
+        np.stack([z_mom.chain_mean, zf_mom.chain_mean]),
+        np.stack([z_mom.chain_var, zf_mom.chain_var]), superchain_ids(c, superchains),
+        superchains)))
+  return out
+
+
+def _map(fn, col):
+  """``[fn(rows) for rows in chunks of col]``, on ``THREADS`` threads."""
+  step = max(1, CHUNK_VALUES // col.shape[1])
+  chunks = [col[i:i + step] for i in range(0, col.shape[0], step)]
+  if len(chunks) == 1 or THREADS == 1:
+    return [fn(rows) for rows in chunks]
+  with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+    return list(pool.map(fn, chunks))
+
+
+# -- moments ------------------------------------------------------------------------
+
+class _Moments:
+  """Float64 moments of rows ``[C, N]`` from ``_row_moments`` of their
+  chunks: per chain (``chain_mean``, ``chain_var``), per half chain
+  (``half_mean``, ``half_var`` ``[C, 2]``, ``half_len`` draws each; the
+  middle draw of an odd ``N`` left out), per batch (``batch_var``, the
+  variance of the ``[C, B]`` batch means of ``batch_size`` draws), and
+  pooled (``grand_mean``, ``pooled_var`` ddof 1, ``mean_var``: the
+  batch-means variance of the grand mean)."""
+
+  def __init__(self, n, parts, batches):
+    cat = lambda k: np.concatenate([p[k] for p in parts])  # pylint: disable=unnecessary-lambda-assignment
+    self.chain_mean, chain_m2 = cat("mean"), cat("m2")
+    self.half_mean, half_m2 = cat("half_mean"), cat("half_m2")
+    batch_mean = cat("batch_mean").reshape(-1)
+    c = len(self.chain_mean)
+    self.finite = bool(np.all(np.isfinite(self.chain_mean)) & np.all(np.isfinite(chain_m2)))
+    self.chain_var = chain_m2 / max(n - 1, 1)
+    self.half_len = n // 2
+    self.half_var = half_m2 / max(self.half_len - 1, 1)
+    self.grand_mean = float(np.mean(self.chain_mean))
+    between = float(np.sum(np.square(self.chain_mean - self.grand_mean)))
+    self.pooled_var = (float(np.sum(chain_m2)) + n * between) / max(n * c - 1, 1)
+    self.batch_size = n // batches
+    self.batch_var = float(np.var(batch_mean, ddof=1)) if batch_mean.size > 1 else math.nan
+    self.mean_var = self.batch_var * self.batch_size / (n * c)
+
+
+def _row_moments(rows, batches):
+  """Float64 moments of a chunk of rows ``[c, N]``: sums and sums of squares
+  of each half chain shifted by its first value (no cancellation), the
+  whole chain's by Chan et al.'s combination of its halves (and an odd
+  ``N``'s middle draw), and the batch means."""
+  n = rows.shape[1]
+  half = n // 2
+  r = rows.astype(np.float64, copy=False)
+  halves = np.stack([r[:, :half], r[:, n - half:]], axis=1) if n % 2 else r.reshape(
+      len(r), 2, half)                                                   # [c, 2, n // 2]
+  shift = halves[:, :, :1]
+  d = halves - shift
+  s1 = d.sum(axis=2)
+  half_mean = shift[..., 0] + s1 / half
+  half_m2 = np.maximum(np.einsum("ijk,ijk->ij", d, d) - s1 * s1 / half, 0.)
+  mean = half_mean.mean(axis=1)
+  m2 = half_m2.sum(axis=1) + 0.5 * half * np.square(half_mean[:, 1] - half_mean[:, 0])
+  if n % 2:  # the middle draw, added to the halves' moments (Welford)
+    middle = r[:, half]
+    delta = middle - mean
+    mean = mean + delta / n
+    m2 = m2 + delta * (middle - mean)
+  if batches == 1:
+    batch_mean = mean[:, None]
+  else:
+    b = n // batches
+    batch_mean = r[:, :b * batches].reshape(len(r), batches, b).mean(axis=2)
+  return dict(mean=mean, m2=m2, half_mean=half_mean, half_m2=half_m2, batch_mean=batch_mean)
+
+
+def _batch_counts(hit, batches):
+  """Per row and batch, how many of ``hit [c, N]`` are True: ``[c, batches]``."""
+  b = hit.shape[1] // batches
+  return np.count_nonzero(hit[:, :b * batches].reshape(len(hit), batches, b), axis=2)
+
+
+# -- binned ranks -------------------------------------------------------------------
+
+# The bins in the order of their values: the float32 patterns of negative
+# numbers grow as the numbers fall.
+_ORDER = np.concatenate([np.arange(_BINS - 1, _BINS // 2 - 1, -1), np.arange(_BINS // 2)])
+
+
+def _bins(values):
+  """Rank bins of float values: the top ``BUCKET_BITS`` bits of their
+  float32 pattern (``_ORDER`` sorts the bins by value)."""
+  return np.ascontiguousarray(values, np.float32).view(np.uint32) >> _SHIFT
+
+
+def _bin_value(b):
+  """A float32 value in bin ``b`` (its pattern's lower bits zero)."""
+  return np.array([np.uint32(b) << _SHIFT], np.uint32).view(np.float32)[0]
+
+
+def _z_table(counts):
+  """``z`` of each bin: ``Phi^-1((r - 3/8) / (S + 1/4))`` at its draws'
+  average rank ``r`` (1-based).  Empty bins get 0 (never looked up)."""
+  s = int(counts.sum())
+  ordered = counts[_ORDER]
+  occupied = np.flatnonzero(ordered)
+  before = np.cumsum(ordered)[occupied] - ordered[occupied]
+  rank = before + (ordered[occupied] + 1) / 2.
+  table = np.zeros(_BINS, np.float64)
+  table[_ORDER[occupied]] = tf.math.ndtri((rank - 0.375) / (s + 0.25)).numpy()
+  return table
+
+
+def _order_statistics(s, probs):
+  """For each quantile, the 0-based order statistics NumPy's linear
+  interpolation reads and its weight: ``p -> (lo, hi, frac)``."""
+  out = {}
+  for p in probs:
+    h = (s - 1) * p
+    lo = int(math.floor(h))
+    out[p] = (lo, min(lo + 1, s - 1), h - lo)
+  return out
+
+
+def _holding_bins(counts, order_stats):
+  """The bin that holds each needed order statistic: ``k -> bin``."""
+  cum = np.cumsum(counts[_ORDER])
+  ks = sorted({k for lo, hi, _ in order_stats.values() for k in (lo, hi)})
+  return {k: int(_ORDER[np.searchsorted(cum, k, side="right")]) for k in ks}
+
+
+def _quantiles(counts, holding, order_stats, parts, center):
+  """Exact quantiles from the draws collected in the bins that hold their
+  order statistics (``parts``' last items: centred values and their bins)."""
+  cum = np.cumsum(counts[_ORDER])
+  position = np.empty(_BINS, np.int64)
+  position[_ORDER] = np.arange(_BINS)
+  values = np.concatenate([p[-1][0] for p in parts]).astype(np.float64)
+  bins = np.concatenate([p[-1][1] for p in parts])
+  order = {}
+  for k, b in holding.items():
+    inside = np.sort(values[bins == b])
+    before = cum[position[b]] - counts[b]
+    order[k] = inside[k - before] + float(center)
+  return {p: order[lo] + frac * (order[hi] - order[lo])
+          for p, (lo, hi, frac) in order_stats.items()}
+
+
+# -- ESS and R-hat ------------------------------------------------------------------
+
+def _ess(pooled_var, batch_var, s, batch_size):
+  """Batch-means ESS ``s^2 / (var_b(batch mean) b / S)``, capped at ``S log10 S``."""
+  if not pooled_var > 0:
+    return float(s)
+  if not batch_var > 0:
+    return s * math.log10(s)
+  return min(pooled_var * s / (batch_var * batch_size), s * math.log10(s))
+
+
+def _indicator_ess(below, s, n, batches):
+  """Batch-means ESS of an indicator from its counts per batch ``below``."""
+  b = n // batches
+  frac = below / b
+  p = float(np.sum(below)) / (len(below) * b)
+  return _ess(p * (1. - p), float(np.var(frac, ddof=1)) if len(frac) > 1 else math.nan, s, b)
+
+
+def _split_psrf(moments):
+  """Split R-hat (``psrf_from_moments``) of the ``2C`` half chains."""
+  return float(psrf_from_moments(moments.half_mean.reshape(-1), moments.half_var.reshape(-1),
+                                 float(moments.half_len)).numpy())
+
+
+def variable_statistics(x, superchains=0):
+  """The summary's statistics of every scalar of one variable.
+
+  Args:
+    x: ``[N, C, *shape]`` draws.
+    superchains: ``K`` (``summarize``).
+
+  Returns:
+    dict column -> float64 ``[*shape]``: ``summarize``'s, with ESS, MCSE
+    and split R-hat from ``diagnostics.convergence`` (Vehtari et al.'s
+    exact estimators) where ``N C <= EXACT_LIMIT``.
+  """
+  n, c = x.shape[:2]
+  shape = x.shape[2:]
+  flat = x.reshape(n, c, -1)
+  if n * c > EXACT_LIMIT:
+    rows = [summarize(flat[:, :, j], superchains) for j in range(flat.shape[2])]
+    return {k: np.array([row[k] for row in rows]).reshape(shape) for k in rows[0]}
+  block = max(1, EXACT_LIMIT // (n * c))
+  parts = [_exact_statistics(flat[:, :, i:i + block], superchains)
+           for i in range(0, flat.shape[2], block)]
+  return {k: np.concatenate([part[k] for part in parts]).reshape(shape) for k in parts[0]}
+
+
+def _exact_statistics(x, superchains):
+  """``variable_statistics`` of ``x [N, C, P]`` with ``N C <= EXACT_LIMIT``."""
+  n, c, p = x.shape
+  x64 = x.astype(np.float64)
+  q5, q50, q95 = np.quantile(x64, [0.05, 0.5, 0.95], axis=(0, 1))
+  out = dict(mean=x64.mean(axis=(0, 1)), sd=x64.std(axis=(0, 1), ddof=1) if n * c > 1
+             else np.full(p, np.nan), q5=q5, q50=q50, q95=q95)
+  nan = np.full(p, np.nan)
+  out.update(mcse_mean=nan, ess_bulk=nan, ess_tail=nan, r_hat=nan, nested_r_hat=nan)
+  if n >= 4:
+    out.update({k: np.asarray(v) for k, v in convergence(x64, superchains).items()})
+  return out
