@@ -294,6 +294,29 @@ def test_dataset_minibatches_and_full_data_weights():
               steps=1)
 
 
+def test_dataset_log_density_sums_its_batches_in_float64():
+  # 500 batches near -2e5 each: a float32 running total near -1e8 (steps of
+  # 8 nats) was off by 1e-6 of it, noise in the importance weights.
+  from edward_lite.vi import minibatch, surrogates  # pylint: disable=g-import-not-at-top
+  rows, size = 5_000, 10
+  rng = np.random.default_rng(6)
+  data = {"x": rng.normal(size=(rows, 2)).astype(np.float32),
+          "y": (200. + rng.normal(size=rows)).astype(np.float32)}
+  dataset = tf.data.Dataset.from_tensor_slices(data).batch(size)
+  batches = minibatch.DatasetBatches(regression, (), {}, None, dataset, rows)
+  full = batches.full_log_prob_fn(surrogates.FlatSurrogate.model_log_prob, batches.target)
+  u = tf.random.stateless_normal([3, 3], [5, 6])
+  # The reference: the same compiled batch terms, summed in float64 by NumPy.
+  term = tf.function(lambda u, batch, scale: batches.target_for(
+      batches.target, batch, scale).log_prob_flat(u), jit_compile=True, autograph=False)
+  prior = term(u, next(iter(dataset)), 0.).numpy().astype(np.float64)
+  reference = prior + sum(term(u, batch, 1.).numpy().astype(np.float64) - prior
+                          for batch in dataset)
+  got = full(u).numpy()
+  np.testing.assert_allclose(got, reference, rtol=1e-13)
+  assert got.dtype == np.float64
+
+
 def test_minibatch_errors():
   with pytest.raises(ValueError, match="batch_size=100 is larger than .* N=60"):
     ed.vi.fit(regression, X_REG, observed={"y": Y_REG}, batch_size=100, steps=1)
@@ -514,6 +537,7 @@ def test_flow_needs_two_dimensions_and_optimizer_type():
 
 def test_summary_and_arviz():
   fit = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=800, seed=11, progress=False)
+  assert fit.elbo.dtype == np.float64 and fit.elbo.shape == (800,)
   table = fit.summary()
   row = table.loc["mu"]
   np.testing.assert_allclose(row["psis_mean"], Y_NN.sum() / NN_PREC, atol=0.02)
@@ -525,6 +549,33 @@ def test_summary_and_arviz():
   assert data.posterior["mu"].shape == (1, 500)
   np.testing.assert_allclose(float(arviz.summary(data, round_to="none")["mean"]["mu"]),
                              Y_NN.sum() / NN_PREC, atol=0.05)
+
+
+def big_data_fit():
+  x = ed.Normal(0., 1., name="x")
+  ed.Factor(-1e6 + 0. * x, name="data")  # as a good fit of much data: log p - log q ~ -1e6
+  return x
+
+
+def test_elbo_estimate_is_a_float64_mean_over_draws():
+  # q = p up to the constant: the 1000 terms log p - log q are -1e6 to
+  # round-off, whose mean has a Monte Carlo error of 6e-4 nats; in float32
+  # (ulp 0.0625 there) the estimate was off by 0.06.
+  from edward_lite.vi import elbo, families, surrogates  # pylint: disable=g-import-not-at-top
+  target = ed.make_target(big_data_fit)
+  surrogate = surrogates.FlatSurrogate(families.get_family("meanfield"), target,
+                                       np.zeros([1], np.float32), np.ones([1]))
+
+  @tf.function(jit_compile=True, autograph=False)
+  def step():
+    value, _, u, log_q = elbo.elbo_and_gradients(surrogate, target, tf.constant([1, 2]), 1000,
+                                                 False, tf.constant(0))
+    return value, surrogate.model_log_prob(target, u), log_q
+
+  value, log_p, log_q = (t.numpy() for t in step())
+  assert log_p.dtype == np.float32
+  np.testing.assert_allclose(value, np.mean(log_p.astype(np.float64) - log_q), rtol=1e-14)
+  assert value.dtype == np.float64
 
 
 def test_progress_bar_and_keras3_optimizer(monkeypatch):

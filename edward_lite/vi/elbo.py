@@ -9,6 +9,13 @@ on the step's data (its minibatch, if any) and applies the optimizer to
 ``-ELBO``'s gradient only when the ELBO and every gradient are finite.  A
 chunk is a ``tf.while_loop`` of such steps, compiled by the stage that runs
 it (``stages.py``).
+
+The estimate the fit reports (``VIResult.elbo``) is that mean taken in
+float64: XLA sums a float32 vector one element after another, so the mean
+of ``S`` float32 terms near ``-10^6`` would be off by more than its Monte
+Carlo error once ``S`` reaches thousands.  The loss whose gradient the
+optimizer takes is the same mean in the model's dtype (its gradient,
+``-1/S`` per draw, is the same either way).
 """
 
 import numpy as np
@@ -19,16 +26,17 @@ __all__ = ["elbo_and_gradients", "make_train_step", "run_chunk"]
 
 def elbo_and_gradients(surrogate, target, seed, samples, stl, step):
   """``(elbo, gradients, state, log_q)`` of one step on ``target`` (the step's
-  minibatch): the ELBO estimate, its gradients with respect to the surrogate's
-  variables, and the step's draws with their surrogate log density."""
+  minibatch): the ELBO estimate (float64), its gradients with respect to the
+  surrogate's variables, and the step's draws with their surrogate log
+  density."""
   draw_seed = tf.random.experimental.stateless_fold_in(seed, step)
   with tf.GradientTape() as tape:
     state, log_q = surrogate.draw(samples, draw_seed, stl)
     log_p = surrogate.model_log_prob(target, state)
-    elbo = tf.reduce_mean(log_p - log_q)
-    loss = -elbo
+    loss = -tf.reduce_mean(log_p - log_q)
   grads = tape.gradient(loss, surrogate.variables,
                         unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  elbo = tf.reduce_mean(tf.cast(log_p, tf.float64) - tf.cast(log_q, tf.float64))
   return elbo, grads, state, log_q
 
 

@@ -204,7 +204,10 @@ class DatasetBatches:
 
   def full_log_prob_fn(self, model_log_prob, target):
     """A function ``state -> [n]``: the full-data log density, one pass over
-    the dataset (each batch's term compiled once per batch shape).
+    the dataset (each batch's term compiled once per batch shape), summed
+    over the batches in float64: a float32 total near ``-10^9`` moves in
+    steps of 64 nats, and its rounding differs between draws, which would
+    add noise to their importance weights.
 
     Args:
       model_log_prob: ``(target, state) -> [n]`` (the surrogate's).
@@ -218,10 +221,10 @@ class DatasetBatches:
         autograph=False))
 
     def full_log_prob(state):
-      prior = prior_fn(state)
+      prior = tf.cast(prior_fn(state), tf.float64)
       total = prior
       for batch in self.dataset:
-        total += term_fn(state, batch) - prior
+        total += tf.cast(term_fn(state, batch), tf.float64) - prior
       return total
 
     return full_log_prob

@@ -147,7 +147,7 @@ class VIResult:
       values, lw, state = self._draw_fn(tf.random.experimental.stateless_fold_in(stream, b),
                                         weights)
       if weights and self._full_log_prob is not None:
-        lw = self._full_log_prob(state) - lw
+        lw = self._full_log_prob(state) - tf.cast(lw, tf.float64)
       for name, value in values.items():
         parts[name].append(value.numpy())
       log_w.append(lw.numpy())

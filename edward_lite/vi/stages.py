@@ -149,10 +149,9 @@ def run_stage(stage, problem, start=0, trace=None):
     train_step = tf.function(train_step,
                              jit_compile=problem.jit_compile and strategy is None,
                              autograph=False)
-  dtype = surrogate.variables[0].dtype
   run = console.first_call_quiet(tf.function(
       lambda begin, n, stop_on_bad: elbo_lib.run_chunk(
-          train_step, batches, seed, begin, n, stop_on_bad, stage.chunk, dtype),
+          train_step, batches, seed, begin, n, stop_on_bad, stage.chunk, tf.float64),
       jit_compile=problem.jit_compile and compiled, autograph=False))
   state_vars = surrogate.variables + list(stage.optimizer.variables)
   first_chunk, previous, converged = None, None, False
