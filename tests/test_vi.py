@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
+from edward_lite.vi import results as vi_results
 from edward_lite.vi.minibatch import Minibatcher
 
 LOC = np.array([1., -1.], np.float32)
@@ -576,6 +577,21 @@ def test_elbo_estimate_is_a_float64_mean_over_draws():
   assert log_p.dtype == np.float32
   np.testing.assert_allclose(value, np.mean(log_p.astype(np.float64) - log_q), rtol=1e-14)
   assert value.dtype == np.float64
+
+
+@pytest.mark.filterwarnings("ignore:The fitted meanfield")  # one step: k-hat is high
+def test_psis_sd_is_centred():
+  # Draws near 1e8 with sd 1 (float64): sum w x^2 - mean^2 cancels to
+  # round-off of 1e16 (units of 2), so the sd came out 0 or 2, not 1.
+  fit = ed.vi.fit(normal_normal, observed={"y": Y_NN}, steps=1, progress=False)
+  draws = 1e8 + np.random.default_rng(7).standard_normal(4000)
+  log_w = np.random.default_rng(8).normal(0., 0.1, 4000)
+  smoothed, k_hat = ed.psis.psis(log_w)
+  fit._importance = vi_results.ImportanceSample(  # pylint: disable=protected-access
+      {"mu": draws}, log_w, smoothed, k_hat, ed.psis.importance_ess(smoothed))
+  w = np.exp(smoothed)
+  expected = np.sqrt(np.sum(w * (draws - np.sum(w * draws)) ** 2))  # ~1
+  np.testing.assert_allclose(fit.summary().loc["mu", "psis_sd"], expected, rtol=1e-6)
 
 
 def test_progress_bar_and_keras3_optimizer(monkeypatch):

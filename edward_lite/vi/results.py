@@ -279,7 +279,9 @@ class VIResult:
       x = sample.draws[name].astype(np.float64)
       q5, q50, q95 = np.quantile(x, [0.05, 0.5, 0.95], axis=0)
       w_mean = np.tensordot(weights, x, axes=([0], [0]))
-      w_sd = np.sqrt(np.maximum(np.tensordot(weights, x**2, axes=([0], [0])) - w_mean**2, 0.))
+      # Centred: sum w x^2 - mean^2 loses the variance to cancellation when
+      # the sd is below sqrt(eps) |mean| (1e-8 of it in float64).
+      w_sd = np.sqrt(np.tensordot(weights, (x - w_mean) ** 2, axes=([0], [0])))
       stats = dict(mean=x.mean(0), sd=x.std(0, ddof=1), q5=q5, q50=q50, q95=q95,
                    psis_mean=w_mean, psis_sd=w_sd)
       for index in np.ndindex(*x.shape[1:]):
