@@ -83,7 +83,7 @@ def _segments(xs, state, split_at):
 
 def test_float32_draws_are_streamed_in_float64():
   # 10^5 float32 draws per chain of N(1000, 1): a float32 state's mean was
-  # off by 2e-6 of it (2 MCSE), its variance by 3e-5, its batch means by
+  # off by 2e-6 of it (0.7 MCSE), its variance by 3e-5, its batch means by
   # 0.1 of their sd and the ESS by 0.6% (benchmarks/precision_audit.py).
   n, chains = 100_000, 2
   x = (1000. + np.random.default_rng(4).standard_normal((n, chains, 1))).astype(np.float32)

@@ -26,16 +26,18 @@ mean (not rank-normalized, so it is no ``ess_bulk`` for heavy tails); it is
 NaN until there are at least 8 batches of at least 2 draws.
 
 Precision: the statistics are float64 whatever the draws' dtype (each draw
-is cast as it is added).  In float32, Welford's mean of ``n`` draws drifts
-by about ``eps |mean| sqrt(n)`` (``eps = 2^-24``) and a batch sum of ``b``
-draws by ``eps |mean| b``, so for a parameter far from 0 relative to its sd
-(a mean of 1000 with sd 1) the batch means at 10^5-10^6 draws per chain
-are rounding noise and the ESS is wrong (``benchmarks/precision_audit.py``
-measures it).  The elementwise updates cost little next to a transition;
-memory is ``(K + 5) C D`` float64 numbers.  The loop runs where float64
-exists: on one device (CPU or GPU), in chain groups (GPUs or CPUs), and on
-the host under a TPU strategy (``ShardedTarget`` runs only the log density
-on the TPU cores).  ``stream_summary`` reduces over chains in float64 too.
+is cast as it is added).  In float32 every update rounds to the ulp of the
+running mean, ``m2`` or batch sum, which grow with the draws while the
+increments do not: the errors pile up over 10^5-10^6 draws per chain, worst
+for a parameter far from 0 relative to its sd, whose batch means' rounding
+then rivals their spread and corrupts the ESS (RESULTS, issue 52's precision
+audit: ``benchmarks/precision_audit.py``; a compensated float32 update was
+measured too, for a device without float64).  The elementwise updates cost
+little next to a transition; memory is ``(K + 5) C D`` float64 numbers.
+The loop runs where float64 exists: on one device (CPU or GPU), in chain
+groups (GPUs or CPUs), and on the host under a TPU strategy
+(``ShardedTarget`` runs only the log density on the TPU cores).
+``stream_summary`` reduces over chains in float64 too.
 """
 
 import collections
