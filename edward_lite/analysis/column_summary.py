@@ -53,7 +53,7 @@ import tensorflow as tf
 from edward_lite.analysis.diagnostics import convergence, superchain_ids
 from edward_lite.analysis.rhat import nested_psrf_from_moments, psrf_from_moments
 
-__all__ = ["summarize", "variable_statistics", "EXACT_LIMIT", "MIN_BATCHES",
+__all__ = ["summarize", "variable_statistics", "drift", "EXACT_LIMIT", "MIN_BATCHES",
            "BUCKET_BITS"]
 
 # Draws per scalar up to which the summary uses the exact estimators of
@@ -85,7 +85,8 @@ def summarize(x, superchains=0):
   Returns:
     dict of Python floats: ``mean``, ``sd``, ``mcse_mean``, ``q5``, ``q50``,
     ``q95``, ``ess_bulk``, ``ess_tail``, ``r_hat`` (rank-normalized split),
-    ``nested_r_hat`` (NaN without superchains).  Non-finite draws give NaN
+    ``nested_r_hat`` (NaN without superchains), ``drift`` and ``drift_z``
+    (``drift``: the second halves' mean less the first's).  Non-finite draws give NaN
     for all but the mean and sd; fewer than 4 draws a chain give NaN ESS,
     MCSE and R-hat.
   """
@@ -96,7 +97,7 @@ def summarize(x, superchains=0):
     col = col.astype(np.float32, copy=False)
   batches = 1 if c >= MIN_BATCHES else min(n, -(-MIN_BATCHES // c))
   out = dict.fromkeys(("q5", "q50", "q95", "mcse_mean", "ess_bulk", "ess_tail", "r_hat",
-                       "nested_r_hat"), math.nan)
+                       "nested_r_hat", "drift", "drift_z"), math.nan)
 
   # Pass 1: the draws' moments and the bin counts of the centred draws.
   center = np.float32(np.mean(col[:max(1, CHUNK_VALUES // n)], dtype=np.float64))
@@ -142,6 +143,7 @@ def summarize(x, superchains=0):
   zf_mom = _Moments(n, _map(lambda rows: _row_moments(
       fold_table[_bins(np.abs((rows - center) - fold_at))], batches), col), batches)
 
+  out["drift"], out["drift_z"] = drift(x_mom.half_mean[:, 1] - x_mom.half_mean[:, 0])
   out["mcse_mean"] = math.sqrt(x_mom.mean_var) if x_mom.pooled_var > 0 else 0.
   out["ess_bulk"] = _ess(z_mom.pooled_var, z_mom.batch_var, s, x_mom.batch_size)
   out["ess_tail"] = min(_indicator_ess(b, s, n, batches) for b in below)
@@ -353,8 +355,28 @@ def _exact_statistics(x, superchains):
   q5, q50, q95 = np.quantile(x64, [0.05, 0.5, 0.95], axis=(0, 1))
   out = dict(mean=x64.mean(axis=(0, 1)), sd=x64.std(axis=(0, 1), ddof=1) if n * c > 1
              else np.full(p, np.nan), q5=q5, q50=q50, q95=q95)
+  half = n // 2
+  out["drift"], out["drift_z"] = (drift(x64[n - half:].mean(axis=0) - x64[:half].mean(axis=0))
+                                  if half else (np.full(p, np.nan),) * 2)
   nan = np.full(p, np.nan)
   out.update(mcse_mean=nan, ess_bulk=nan, ess_tail=nan, r_hat=nan, nested_r_hat=nan)
   if n >= 4:
     out.update({k: np.asarray(v) for k, v in convergence(x64, superchains).items()})
   return out
+
+
+def drift(differences):
+  """How far the chains' second halves lie from their first halves:
+  ``differences [C, ...]`` (per chain, the second half's mean less the
+  first's) -> ``(mean, z)``, ``z`` the mean over its standard error
+  ``sd_c / sqrt(C)``.  The chains being independent, ``z`` is about
+  standard normal for stationary chains of any autocorrelation (the
+  mean of ``C`` independent differences of expectation 0); chains still
+  moving away from their starts after warmup give a large ``|z|``."""
+  d = np.asarray(differences, np.float64)
+  c = d.shape[0]
+  mean = d.mean(axis=0)
+  if c < 2:
+    return mean, np.full_like(mean, np.nan)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return mean, mean / (d.std(axis=0, ddof=1) / math.sqrt(c))

@@ -3,20 +3,27 @@ with the others, R-hat and what it can tell, bulk ESS, divergences, saturated
 trees and E-BFMI -- read from an ``MCMCResult`` (its per-chain totals,
 streamed moments, kept draws and statistics)."""
 
+import math
+import statistics
+
 import numpy as np
 
 from edward_lite.analysis import diagnostics
 from edward_lite.analysis.chains import (FALSE_ALARM, MANY_CHAINS, chance_bound,
                                          stretches_far_below)
 
-__all__ = ["stuck_chains", "notes", "r_hat_advice", "ebfmi_note", "MAX_CHAIN_NOTES", "STUCK_ACCEPT",
+__all__ = ["stuck_chains", "notes", "convergence_notes", "beyond_autocorrelation", "r_hat_advice",
+           "ebfmi_note", "MAX_CHAIN_NOTES", "STUCK_ACCEPT",
            "FAR_OUT", "SHORT_CHAIN", "ADVICE_CHAINS"]
 
 # Fewer draws a chain than this make a chain short for R-hat's 1.01 rule
 # (Vehtari et al. 2021 checked it with chains of 1,000 draws).
 SHORT_CHAIN = 500
-# Chains whose own ESS the R-hat advice reads, at most (a stated subset).
+# Chains whose own ESS the R-hat advice reads, at most (a stated subset),
+# for at most this many scalars; below MIN_CHAIN_ESS one chain cannot tell.
 ADVICE_CHAINS = 1000
+ADVICE_SCALARS = 10
+MIN_CHAIN_ESS = 5.
 # Stuck or apart chains named one by one in the summary, up to this many.
 MAX_CHAIN_NOTES = 5
 STUCK_ACCEPT = 0.05  # a chain accepting less than this after warmup may be stuck
@@ -130,14 +137,8 @@ def notes(result, rows, keys):
       first = ", ".join(str(c) for c, _ in chains[:MAX_CHAIN_NOTES])
       said.append(f"{len(chains)} of {result.chains} chains ({first}, ...) {many} "
                    f"(chain {chains[0][0]}: {chains[0][1]}): {advice}")
-  r_hat = np.array([r["r_hat"] for _, r in rows])
+  said += convergence_notes(result, rows, keys)
   ess = np.array([r["ess_bulk"] for _, r in rows])
-  if np.any(r_hat > 1.01):
-    at = int(np.nanargmax(r_hat))
-    nested = "nested " if result.superchains >= 2 else ""
-    said.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have {nested}R-hat > 1.01 "
-                f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + r_hat_advice(result,
-                    r_hat[at], *keys[at]))
   if np.any(ess < 100 * min(result.chains, 4)):
     worst = rows[int(np.nanargmin(ess))][0]
     said.append(f"{int(np.sum(ess < 100 * min(result.chains, 4)))} parameter(s) have bulk "
@@ -160,6 +161,93 @@ def notes(result, rows, keys):
   return said + ([note] if note else [])
 
 
+def convergence_notes(result, rows, keys):
+  """The warnings on convergence.
+
+  Fewer than ``MANY_CHAINS`` chains (and no superchains): R-hat above
+  1.01 (``r_hat_advice`` says what it means).  From ``MANY_CHAINS`` chains
+  on, three questions, each with a threshold that holds at any number of
+  chains:
+
+  * the superchains' nested R-hat above 1.01: the chains still depend on
+    where they started (``r_hat_advice``);
+  * split R-hat beyond what one chain's autocorrelation gives
+    (``beyond_autocorrelation``): the chains sample different regions;
+  * a drift (``column_summary.drift``): over all chains the second half
+    of the draws differs from the first by more than chance allows
+    (``|z|`` above the normal quantile of ``1 - FALSE_ALARM / (2 P)``) and
+    by more than twice the mean's MCSE: the chains still move away from
+    their starts.
+  """
+  column = lambda key: np.array([r[key] for _, r in rows])  # pylint: disable=unnecessary-lambda-assignment
+  r_hat = column("r_hat")
+  said = []
+  if np.any(r_hat > 1.01) and (result.superchains >= 2 or result.chains < MANY_CHAINS):
+    at = int(np.nanargmax(r_hat))
+    nested = "nested " if result.superchains >= 2 else ""
+    said.append(f"{int(np.sum(r_hat > 1.01))} parameter(s) have {nested}R-hat > 1.01 "
+                f"(worst: {rows[at][0]}, {r_hat[at]:.3f}); " + r_hat_advice(result,
+                    r_hat[at], *keys[at]))
+  if result.chains < MANY_CHAINS:
+    return said
+  split = column("split_r_hat")
+  beyond = beyond_autocorrelation(result, split, keys)
+  if beyond:
+    at, n_eff = beyond[0]
+    said.append(
+        f"{len(beyond)} parameter(s) have split R-hat beyond what their chains' "
+        f"autocorrelation gives (worst: {rows[at][0]}, {split[at]:.3f}, where one chain's ESS "
+        f"of {n_eff:.0f} gives about {math.sqrt(1. + 2. / n_eff):.3f}): the chains sample "
+        "different regions: the posterior may be multimodal, or the chains have not mixed; "
+        "run longer or reparameterize.")
+  elif result.superchains < 2 and np.any(split > 1.01):
+    at = int(np.nanargmax(split))
+    said.append(f"{int(np.sum(split > 1.01))} parameter(s) have R-hat > 1.01 (worst: "
+                f"{rows[at][0]}, {split[at]:.3f}); " + r_hat_advice(result, split[at], *keys[at]))
+  z, shift, mcse = column("drift_z"), column("drift"), column("mcse_mean")
+  with np.errstate(invalid="ignore"):
+    drifting = (np.abs(z) > statistics.NormalDist().inv_cdf(1. - FALSE_ALARM / (2. * len(z)))) & (
+        np.abs(shift) > 2. * mcse)
+  if np.any(drifting):
+    at = int(np.flatnonzero(drifting)[np.argmax(np.abs(z[drifting]))])
+    said.append(
+        f"{int(drifting.sum())} parameter(s) drift: over the {result.chains} chains the second "
+        f"half of the draws differs from the first (worst: {rows[at][0]}, by {shift[at]:.3g}, "
+        f"{abs(shift[at]) / mcse[at]:.0f} times the mean's MCSE): the chains still move away "
+        "from where they started; run a longer warmup.")
+  return said
+
+
+def beyond_autocorrelation(result, split, keys):
+  """The scalars whose split R-hat ``split`` lies beyond what their chains'
+  autocorrelation gives: ``[(row, n_eff)]``, worst first.  Stationary
+  chains with ``n_eff`` effective draws each give split R-hat about
+  ``sqrt(1 + 2 / n_eff)`` (``r_hat_advice``); beyond a factor 2 on
+  ``R-hat^2 - 1`` the chains' means differ more than their own
+  autocorrelation explains.  ``n_eff`` is read on at most
+  ``ADVICE_CHAINS`` chains, for the ``ADVICE_SCALARS`` scalars of largest
+  split R-hat above 1.01, and only where it is at least ``MIN_CHAIN_ESS``
+  (below it, one chain's draws cannot tell); needs the kept draws."""
+  if result.draws is None or result.num_draws < 8:
+    return []
+  out = []
+  for at in [int(i) for i in np.argsort(-np.nan_to_num(split, nan=0.))[:ADVICE_SCALARS]]:
+    if not split[at] > 1.01:
+      break
+    n_eff = _chain_ess(result, *keys[at])
+    if n_eff >= MIN_CHAIN_ESS and split[at] ** 2 - 1 > 2 * (2 / n_eff):
+      out.append((at, n_eff))
+  return out
+
+
+def _chain_ess(result, name, index):
+  """The mean ESS of one chain from its own draws, over at most
+  ``ADVICE_CHAINS`` chains evenly spread."""
+  x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
+  x = x[:, ::-(-x.shape[1] // ADVICE_CHAINS)]
+  return float(np.mean(diagnostics.ess(x[:, None, :])))
+
+
 def ebfmi_note(energy):
   """The warning on E-BFMI below 0.3, or None; ``energy`` ``[draws,
   chains]``.  From long chains, per chain (Stan's rule).  From chains of
@@ -167,20 +255,19 @@ def ebfmi_note(energy):
   read: at 20 draws, 152 of 10^5 chains of a posterior sampled well fell
   below 0.3 (RESULTS section 49).  How well the momentum explores the
   energy is the posterior's and the kernel's, shared by the chains, so
-  short chains are read pooled (``diagnostics.ebfmi(pooled=True)``)."""
+  short chains are read pooled (``diagnostics.ebfmi(pooled=True)``), and
+  so are ``MANY_CHAINS`` chains or more, where some of many long chains
+  fall below 0.3 by chance too."""
   advice = "the momentum resampling explores the energy poorly; reparameterize."
-  if len(energy) < SHORT_CHAIN:
+  if len(energy) < SHORT_CHAIN or energy.shape[1] >= MANY_CHAINS:
     pooled = float(diagnostics.ebfmi(energy, pooled=True))
     if pooled < 0.3:
       return (f"E-BFMI of the {energy.shape[1]} chains pooled is {pooled:.2f}, below 0.3 "
               f"(each has {len(energy)} draws): " + advice)
     return None
   bfmi = np.asarray(diagnostics.ebfmi(energy))
-  low = bfmi < 0.3
-  if len(bfmi) >= MANY_CHAINS:  # and below what chance gives one of so many chains
-    low &= bfmi < chance_bound(bfmi, len(bfmi), upper=False)
-  if np.any(low):
-    return (f"E-BFMI below 0.3 in {int(np.sum(low))} chain(s) "
+  if np.any(bfmi < 0.3):
+    return (f"E-BFMI below 0.3 in {int(np.sum(bfmi < 0.3))} chain(s) "
             f"(min {np.min(bfmi):.2f}): " + advice)
   return None
 
@@ -209,9 +296,7 @@ def r_hat_advice(result, r_hat, name, index):
             "or the posterior is multimodal.")
   short = result.num_draws < SHORT_CHAIN or result.chains >= MANY_CHAINS
   if result.draws is not None and 8 <= result.num_draws and short:
-    x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
-    x = x[:, ::-(-x.shape[1] // ADVICE_CHAINS)]
-    n_eff = float(np.mean(diagnostics.ess(x[:, None, :])))         # each chain alone
+    n_eff = _chain_ess(result, name, index)
     if r_hat ** 2 - 1 <= 2 * (2 / n_eff):
       return (f"with {result.num_draws} draws per chain (ESS of one chain {n_eff:.0f}), "
               "autocorrelation alone gives such an R-hat in chains that have mixed, so it "

@@ -179,6 +179,7 @@ class MCMCResult:
       if name in unchecked and name not in keep:
         continue  # neither shown nor warned about: its statistics are not needed
       stats = self._stats(name)
+      stats["split_r_hat"] = stats["r_hat"]
       if self.superchains >= 2:
         stats["r_hat"] = stats["nested_r_hat"]
       if hdi_prob is not None:
@@ -188,11 +189,10 @@ class MCMCResult:
         stats["hdi_low"], stats["hdi_high"] = hdi(x.reshape((-1,) + x.shape[2:]), hdi_prob)
       for index in np.ndindex(*stats["mean"].shape):
         label = name + (f"[{','.join(map(str, index))}]" if index else "")
-        row = (label, {c: float(stats[c][index]) for c in columns})
         if name in keep:
-          shown.append(row)
+          shown.append((label, {c: float(stats[c][index]) for c in columns}))
         if name not in unchecked:
-          checked.append(row)
+          checked.append((label, {k: float(v[index]) for k, v in stats.items()}))
           keys.append((name, index))
     return Summary(shown, notes.notes(self, checked, keys), columns=columns,
                    round_to=round_to, header=self._methods())
@@ -225,7 +225,7 @@ class MCMCResult:
     stats = dict(mean=np.mean(self.mean[name], axis=0, dtype=np.float64), sd=streamed["sd"],
                  mcse_mean=streamed["mcse_mean"], q5=nan, q50=nan, q95=nan,
                  ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"],
-                 nested_r_hat=nan)
+                 nested_r_hat=nan, drift=nan, drift_z=nan)
     if self.superchains >= 2 and self.draw_count >= 2:
       chains = self.mean[name].shape[0]
       moments = [np.reshape(v[name], (chains, -1)).T for v in (self.mean, self.variance)]
