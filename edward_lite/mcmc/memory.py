@@ -20,7 +20,9 @@ the ``ed.Deterministic`` values and the summed-out discrete latents' draws
 
     kept    = K C row                     result.draws + result.sample_stats
     joined  = K C row                     the chunks' arrays while they are joined
-    summary = SUMMARY_COPIES * 8 K C      summary()'s working arrays of one scalar
+    summary = s K C + 8 SUMMARY_TEMPORARIES min(K C, CHUNK_VALUES)
+                                          summary(): one copy of one scalar's draws (s
+                                          bytes each) and its chunks' float64 temporaries
     needed  = kept + max(joined, summary)
 
 (the chunks' arrays are freed before a summary runs).  One chunk's buffers
@@ -45,17 +47,19 @@ from typing import NamedTuple, Optional
 
 import tensorflow as tf
 
+from edward_lite.analysis.column_summary import CHUNK_VALUES
 from edward_lite.mcmc import base
 
 __all__ = ["Estimate", "estimate", "available", "check", "parse_bytes", "human_bytes",
-           "SUMMARY_COPIES", "WARN_FRACTION", "ENV"]
+           "SUMMARY_TEMPORARIES", "WARN_FRACTION", "ENV"]
 
 ENV = "ED_MEMORY_LIMIT"
-# summary() works on one scalar's draws [K, C] at a time: a float64 copy and
-# about three more arrays of its size (sort keys, ranks, their normal
-# scores).  An estimate of the summary as it is; whoever changes the summary
-# adjusts it.
-SUMMARY_COPIES = 4
+# summary() copies one scalar's draws [K, C] at a time, in their dtype
+# (``analysis.column_summary``), and works on chunks of at most
+# CHUNK_VALUES of them, two at a time, with about this many float64
+# temporaries per value of a chunk (the rank bins' counts and tables
+# included).
+SUMMARY_TEMPORARIES = 16
 WARN_FRACTION = 0.5  # a run needing more than this share of the memory available warns
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _NO_LIMIT = 2**60  # cgroup v1 writes "no limit" as a number near 2^63
@@ -64,13 +68,23 @@ _NO_LIMIT = 2**60  # cgroup v1 writes "no limit" as a number near 2^63
 class Estimate(NamedTuple):
   """Bytes of a run's kept draws (module docstring): ``kept`` (the result's
   arrays), ``joined`` (their chunks, alive while they are joined),
-  ``summary`` (its working arrays), ``needed`` (the peak), and the bytes of
-  one kept draw of every chain at that peak, ``per_draw``."""
+  ``summary`` (its working arrays), ``needed`` (the peak); ``row`` and
+  ``item``, the bytes of one kept draw of one chain and of one scalar's
+  draw, give the same for other numbers of draws (``for_cells``)."""
   kept: int
   joined: int
   summary: int
   needed: int
-  per_draw: int
+  row: int
+  item: int
+
+  @classmethod
+  def for_cells(cls, cells, row, item):
+    """The estimate for ``cells`` kept draws of a chain (all chains)."""
+    kept = cells * row
+    summary = cells * item + 8 * SUMMARY_TEMPORARIES * min(cells, CHUNK_VALUES)
+    return cls(kept=kept, joined=kept, summary=summary, needed=kept + max(kept, summary),
+               row=row, item=item)
 
 
 def estimate(target, kernel, chains, draws, thin):
@@ -92,10 +106,7 @@ def estimate(target, kernel, chains, draws, thin):
   stats = base.TransitionInfo.dtypes(dtype)
   row = sum(n * s for n, s in sizes) + sum(
       tf.as_dtype(d).size for k, d in stats.items() if k != "energy" or kernel.has_gradients)
-  cells = -(-draws // thin) * chains
-  kept, summary = cells * row, cells * SUMMARY_COPIES * 8
-  return Estimate(kept=kept, joined=kept, summary=summary, needed=kept + max(kept, summary),
-                  per_draw=chains * (row + max(row, SUMMARY_COPIES * 8)))
+  return Estimate.for_cells(-(-draws // thin) * chains, row, dtype.size)
 
 
 def check(target, kernel, chains, draws, thin, keep_draws):
@@ -117,8 +128,8 @@ def check(target, kernel, chains, draws, thin, keep_draws):
   where = f" ({ENV})" if source == ENV else " to this process"
   kept = -(-draws // thin)
   if need.needed > limit:
-    fits = _thin_that_fits(need, draws, WARN_FRACTION * limit) or _thin_that_fits(
-        need, draws, limit)
+    fits = _thin_that_fits(need, chains, draws, WARN_FRACTION * limit) or _thin_that_fits(
+        need, chains, draws, limit)
     thin_way = f"thin={fits} (which fits), " if fits else ""
     raise MemoryError(
         f"Keeping this run's draws needs about {human_bytes(need.needed)} of memory "
@@ -127,7 +138,7 @@ def check(target, kernel, chains, draws, thin, keep_draws):
         f"{where}: pass keep_draws=False (constant memory: moments, R-hat and ESS are "
         f"streamed), {thin_way}or fewer draws= or chains=.")
   if need.needed > WARN_FRACTION * limit:
-    fits = _thin_that_fits(need, draws, WARN_FRACTION * limit)
+    fits = _thin_that_fits(need, chains, draws, WARN_FRACTION * limit)
     warnings.warn(
         f"Keeping this run's draws needs about {human_bytes(need.needed)} of memory, more "
         f"than half of the {human_bytes(limit)} available{where}; keep_draws=False "
@@ -137,11 +148,19 @@ def check(target, kernel, chains, draws, thin, keep_draws):
   return need
 
 
-def _thin_that_fits(need, draws, limit):
+def _thin_that_fits(need, chains, draws, limit):
   """The smallest ``thin`` whose kept draws need at most ``limit`` bytes,
-  or None when one kept draw per chain needs more."""
-  most = int(limit // need.per_draw)
-  return -(-draws // most) if most >= 1 else None
+  or None when one kept draw per chain needs more (``needed`` falls as
+  ``thin`` grows: a bisection)."""
+  fits = lambda thin: Estimate.for_cells(-(-draws // thin) * chains, need.row,  # pylint: disable=unnecessary-lambda-assignment
+                                         need.item).needed <= limit
+  if not fits(draws):
+    return None
+  low, high = 1, draws
+  while low < high:
+    middle = (low + high) // 2
+    low, high = (low, middle) if fits(middle) else (middle + 1, high)
+  return low
 
 
 def _caller_level():
