@@ -57,7 +57,7 @@ def test_moments_and_quantiles_are_exact_where_float32_sums_are_not():
 
 def test_binned_ranks_give_the_exact_rank_r_hat():
   """Above ``EXACT_LIMIT`` the ranks come from float32 bins of relative
-  width 2^-13: rank-normalized split R-hat within 1e-4 of the exact one on
+  width 2^-11: rank-normalized split R-hat within 1e-4 of the exact one on
   tied, offset, autocorrelated draws (ties as a random walk's rejections)."""
   rng = np.random.default_rng(1)
   x = _ar1(rng, 300, 1000, 0.9, dtype=np.float32) * 3. + 50.

@@ -12,13 +12,13 @@ per-chain moments.
 **Ranks, binned.**  Rank normalization (Vehtari et al. 2021), ``z =
 Phi^-1((r - 3/8) / (S + 1/4))``, needs each draw's rank ``r``.  Here the
 draws, centred on their mean, are binned by the top ``BUCKET_BITS`` bits of
-their float32 pattern (sign, exponent, 13 bits of mantissa: bins of relative
-width ``2^-13``, logarithmically spaced, so any scale and any tail is
+their float32 pattern (sign, exponent, 11 bits of mantissa: bins of relative
+width ``2^-11``, logarithmically spaced, so any scale and any tail is
 resolved), and every draw of a bin gets the bin's average rank, as tied
-draws do.  The ranks are those of the draws rounded to about four
-significant digits relative to their distance from the mean; the folded
-draws ``|x - median|`` are binned the same way.  RESULTS section 53 gives
-the difference from exact ranks.
+draws do.  The ranks are those of the draws' distances from the mean
+rounded to three significant digits, so ``z`` is within about 1e-3 of its
+exact value; the folded draws ``|x - median|`` are binned the same way.
+RESULTS section 53 gives the difference from exact ranks.
 
 **Between-chain (batch-means) ESS.**  With ``C`` independent chains the
 variance of the grand mean is estimated without any model of the
@@ -63,9 +63,9 @@ EXACT_LIMIT = 2**18
 # Batches the between-chain ESS needs at least (relative error about
 # sqrt(2 / MIN_BATCHES), 14%, at this many).
 MIN_BATCHES = 100
-# Bits of the float32 pattern that name a rank bin: 1 sign, 8 exponent, 13
+# Bits of the float32 pattern that name a rank bin: 1 sign, 8 exponent, 11
 # mantissa.
-BUCKET_BITS = 22
+BUCKET_BITS = 20
 _SHIFT = np.uint32(32 - BUCKET_BITS)
 _BINS = 1 << BUCKET_BITS
 # Values per chunk of rows: a chunk's float64 temporaries stay near 32 MB.
@@ -110,8 +110,9 @@ def summarize(x, superchains=0):
     return out
   counts = sum(p[1] for p in parts)
   order_stats = _order_statistics(s, (0.05, 0.5, 0.95))
-  holding = _holding_bins(counts, order_stats)
-  z_table = _z_table(counts)
+  bins = _RankBins(counts)
+  holding = {k: bins.holding(k) for p in order_stats.values() for k in p[:2]}
+  z_table = bins.z_table()
   fold_at = _bin_value(holding[order_stats[0.5][0]])  # a value in the median's bin
 
   # Pass 2: z's moments, the folded draws' bin counts, the tail indicators'
@@ -132,9 +133,9 @@ def summarize(x, superchains=0):
 
   parts = _map(rank_pass, col)
   z_mom = _Moments(n, [p[0] for p in parts], batches)
-  fold_table = _z_table(sum(p[1] for p in parts))
+  fold_table = _RankBins(sum(p[1] for p in parts)).z_table()
   below = [np.concatenate([p[2][i] for p in parts]).reshape(-1) for i in range(2)]
-  quantiles = _quantiles(counts, holding, order_stats, parts, center)
+  quantiles = _quantiles(bins, holding, order_stats, parts, center)
   out.update(q5=quantiles[0.05], q50=quantiles[0.5], q95=quantiles[0.95])
   if n < 4:
     return out
@@ -235,14 +236,10 @@ def _batch_counts(hit, batches):
 
 # -- binned ranks -------------------------------------------------------------------
 
-# The bins in the order of their values: the float32 patterns of negative
-# numbers grow as the numbers fall.
-_ORDER = np.concatenate([np.arange(_BINS - 1, _BINS // 2 - 1, -1), np.arange(_BINS // 2)])
-
-
 def _bins(values):
   """Rank bins of float values: the top ``BUCKET_BITS`` bits of their
-  float32 pattern (``_ORDER`` sorts the bins by value)."""
+  float32 pattern.  Patterns of positive numbers grow with them, those of
+  negative numbers fall: ``_RankBins`` puts the bins in value order."""
   return np.ascontiguousarray(values, np.float32).view(np.uint32) >> _SHIFT
 
 
@@ -251,17 +248,46 @@ def _bin_value(b):
   return np.array([np.uint32(b) << _SHIFT], np.uint32).view(np.float32)[0]
 
 
-def _z_table(counts):
-  """``z`` of each bin: ``Phi^-1((r - 3/8) / (S + 1/4))`` at its draws'
-  average rank ``r`` (1-based).  Empty bins get 0 (never looked up)."""
-  s = int(counts.sum())
-  ordered = counts[_ORDER]
-  occupied = np.flatnonzero(ordered)
-  before = np.cumsum(ordered)[occupied] - ordered[occupied]
-  rank = before + (ordered[occupied] + 1) / 2.
-  table = np.zeros(_BINS, np.float64)
-  table[_ORDER[occupied]] = tf.math.ndtri((rank - 0.375) / (s + 0.25)).numpy()
-  return table
+class _RankBins:
+  """Bin counts ``[2^BUCKET_BITS]`` (by ``_bins``) in value order: the
+  negative bins reversed, then the positive ones."""
+
+  def __init__(self, counts):
+    half = _BINS // 2
+    self.counts = counts
+    self.cum = np.cumsum(np.concatenate([counts[:half - 1:-1], counts[:half]]))
+    self.total = int(self.cum[-1])
+
+  @staticmethod
+  def position(b):
+    """The value-order position of raw bins ``b`` (and back: it is its
+    own inverse on each half's reversal)."""
+    b = np.asarray(b, np.int64)
+    return np.where(b < _BINS // 2, _BINS // 2 + b, _BINS - 1 - b)
+
+  @staticmethod
+  def raw(position):
+    position = np.asarray(position, np.int64)
+    return np.where(position >= _BINS // 2, position - _BINS // 2, _BINS - 1 - position)
+
+  def before(self, b):
+    """Draws in the bins below raw bin ``b``."""
+    return int(self.cum[self.position(b)]) - int(self.counts[b])
+
+  def holding(self, k):
+    """The raw bin that holds order statistic ``k`` (0-based)."""
+    return int(self.raw(np.searchsorted(self.cum, k, side="right")))
+
+  def z_table(self):
+    """``z`` of each raw bin: ``Phi^-1((r - 3/8) / (S + 1/4))`` at its
+    draws' average rank ``r`` (1-based).  Empty bins get 0 (never looked
+    up)."""
+    occupied = np.flatnonzero(self.counts)
+    count = self.counts[occupied]
+    rank = self.cum[self.position(occupied)] - count + (count + 1) / 2.
+    table = np.zeros(_BINS, np.float64)
+    table[occupied] = tf.math.ndtri((rank - 0.375) / (self.total + 0.25)).numpy()
+    return table
 
 
 def _order_statistics(s, probs):
@@ -275,26 +301,15 @@ def _order_statistics(s, probs):
   return out
 
 
-def _holding_bins(counts, order_stats):
-  """The bin that holds each needed order statistic: ``k -> bin``."""
-  cum = np.cumsum(counts[_ORDER])
-  ks = sorted({k for lo, hi, _ in order_stats.values() for k in (lo, hi)})
-  return {k: int(_ORDER[np.searchsorted(cum, k, side="right")]) for k in ks}
-
-
-def _quantiles(counts, holding, order_stats, parts, center):
+def _quantiles(bins, holding, order_stats, parts, center):
   """Exact quantiles from the draws collected in the bins that hold their
   order statistics (``parts``' last items: centred values and their bins)."""
-  cum = np.cumsum(counts[_ORDER])
-  position = np.empty(_BINS, np.int64)
-  position[_ORDER] = np.arange(_BINS)
   values = np.concatenate([p[-1][0] for p in parts]).astype(np.float64)
-  bins = np.concatenate([p[-1][1] for p in parts])
+  raw = np.concatenate([p[-1][1] for p in parts])
   order = {}
   for k, b in holding.items():
-    inside = np.sort(values[bins == b])
-    before = cum[position[b]] - counts[b]
-    order[k] = inside[k - before] + float(center)
+    inside = np.sort(values[raw == b])
+    order[k] = inside[k - bins.before(b)] + float(center)
   return {p: order[lo] + frac * (order[hi] - order[lo])
           for p, (lo, hi, frac) in order_stats.items()}
 

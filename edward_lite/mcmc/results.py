@@ -211,7 +211,7 @@ class MCMCResult:
         lines.append(
             f"{per_scalar[0] * per_scalar[1]:,} draws a scalar: ess_bulk, ess_tail and mcse_mean "
             "from the variance of batch means (the chains' means), ranks from draws binned to "
-            "4 significant digits.")
+            "3 significant digits.")
     return tuple(lines)
 
   def _stats(self, name):
