@@ -240,3 +240,42 @@ def test_summary_reports_nested_r_hat_and_says_how(small_run):
   assert table.loc["x", "r_hat"] == pytest.approx(nested) and nested > 1.01
   assert any("16 superchains, each started from its own point, disagree" in note
              for note in table.attrs["notes"])
+
+
+def _convergence_said(small_run, x, superchains=0):
+  """The summary's convergence warnings on draws ``x [N, C]``."""
+  result = dataclasses.replace(_as_result(small_run, x, -0.5 * x**2, np.full(x.shape[1], 0.3)),
+                               superchains=superchains)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    return result.summary().attrs["notes"]
+
+
+def test_chains_in_two_modes_are_said_to_sample_different_regions(small_run):
+  """1,000 chains, each mixing well (AR(1) phi 0.9) in one of two modes
+  16 sds apart, half in each: named; the same chains in one mode, and
+  slowly mixing ones (phi 0.98) whose split R-hat is high from
+  autocorrelation alone, are not."""
+  rng = np.random.default_rng(8)
+  x = _ar1(rng, 500, 1000, 0.9)
+  assert not any("different regions" in n for n in _convergence_said(small_run, x))
+  slow = _ar1(rng, 500, 1000, 0.98)
+  assert column_summary.summarize(slow)["r_hat"] > 1.01
+  assert not any("different regions" in n or "not mixed" in n
+                 for n in _convergence_said(small_run, slow))
+  x[:, ::2] += 16.
+  said = _convergence_said(small_run, x)
+  assert any("different regions: the posterior may be multimodal" in n for n in said), said
+
+
+def test_chains_still_moving_from_their_starts_drift(small_run):
+  """2,000 chains started 20 sds out with a warmup far too short (AR(1)
+  phi 0.99 from there, so the transient lasts the run): "drift", whether or
+  not the starts were shared in superchains; stationary chains: none."""
+  rng = np.random.default_rng(9)
+  stationary = _ar1(rng, 200, 2000, 0.95)
+  assert not any("drift" in n for n in _convergence_said(small_run, stationary, 16))
+  moving = _ar1(rng, 200, 2000, 0.99, start=20. + rng.uniform(-2., 2., 2000))
+  for superchains in (0, 16):
+    said = _convergence_said(small_run, moving, superchains)
+    assert any("parameter(s) drift" in n and "run a longer warmup" in n for n in said), said
