@@ -74,13 +74,14 @@ CHUNK_VALUES = 2**22
 THREADS = 1
 
 
-def summarize(x, superchains=0):
+def summarize(x, superchains=0, threads=None):
   """Summary statistics of one scalar's draws.
 
   Args:
     x: ``[N, C]`` real array (a strided view of the kept draws is fine).
     superchains: ``K``; 2 or more adds nested R-hat over ``K`` contiguous
       superchains (``diagnostics.superchain_ids``).
+    threads: the threads its chunks of rows run on (default ``THREADS``).
 
   Returns:
     dict of Python floats: ``mean``, ``sd``, ``mcse_mean``, ``q5``, ``q50``,
@@ -101,8 +102,10 @@ def summarize(x, superchains=0):
 
   # Pass 1: the draws' moments and the bin counts of the centred draws.
   center = np.float32(np.mean(col[:max(1, CHUNK_VALUES // n)], dtype=np.float64))
+  threads = THREADS if threads is None else threads
   parts = _map(lambda rows: (_row_moments(rows, batches),
-                             np.bincount(_bins(rows - center).reshape(-1), minlength=_BINS)), col)
+                             np.bincount(_bins(rows - center).reshape(-1), minlength=_BINS)), col,
+               threads)
   x_mom = _Moments(n, [p[0] for p in parts], batches)
   out["mean"] = x_mom.grand_mean
   out["sd"] = math.sqrt(x_mom.pooled_var) if s > 1 else math.nan
@@ -131,7 +134,7 @@ def summarize(x, superchains=0):
             [_batch_counts(z <= cut, batches) for cut in cuts],
             (centred[hit], bins[hit]))
 
-  parts = _map(rank_pass, col)
+  parts = _map(rank_pass, col, threads)
   z_mom = _Moments(n, [p[0] for p in parts], batches)
   fold_table = _RankBins(sum(p[1] for p in parts)).z_table()
   below = [np.concatenate([p[2][i] for p in parts]).reshape(-1) for i in range(2)]
@@ -142,7 +145,7 @@ def summarize(x, superchains=0):
 
   # Pass 3: the folded draws' z moments.
   zf_mom = _Moments(n, _map(lambda rows: _row_moments(
-      fold_table[_bins(np.abs((rows - center) - fold_at))], batches), col), batches)
+      fold_table[_bins(np.abs((rows - center) - fold_at))], batches), col, threads), batches)
 
   out["drift"], out["drift_z"] = drift(x_mom.half_mean[:, 1] - x_mom.half_mean[:, 0])
   out["mcse_mean"] = math.sqrt(x_mom.mean_var) if x_mom.pooled_var > 0 else 0.
@@ -159,14 +162,19 @@ def summarize(x, superchains=0):
   return out
 
 
-def _map(fn, col):
-  """``[fn(rows) for rows in chunks of col]``, on ``THREADS`` threads."""
+def _map(fn, col, threads):
+  """``[fn(rows) for rows in chunks of col]``, on ``threads`` threads."""
   step = max(1, CHUNK_VALUES // col.shape[1])
   chunks = [col[i:i + step] for i in range(0, col.shape[0], step)]
-  if len(chunks) == 1 or THREADS == 1:
-    return [fn(rows) for rows in chunks]
-  with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
-    return list(pool.map(fn, chunks))
+  return _on_threads(fn, chunks, threads)
+
+
+def _on_threads(fn, items, threads):
+  """``[fn(item) for item in items]``, on ``threads`` threads."""
+  if len(items) == 1 or threads == 1:
+    return [fn(item) for item in items]
+  with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+    return list(pool.map(fn, items))
 
 
 # -- moments ------------------------------------------------------------------------
@@ -355,7 +363,12 @@ def variable_statistics(x, superchains=0):
   shape = x.shape[2:]
   flat = x.reshape(n, c, -1)
   if n * c > EXACT_LIMIT:
-    rows = [summarize(flat[:, :, j], superchains) for j in range(flat.shape[2])]
+    # Scalars side by side on the threads, each one's chunks on one: two
+    # float32 copies at once, one float64 column's bytes.
+    p = flat.shape[2]
+    rows = _on_threads(lambda j: summarize(flat[:, :, j], superchains,
+                                           threads=1 if p > 1 else THREADS), list(range(p)),
+                       THREADS)
     return {k: np.array([row[k] for row in rows]).reshape(shape) for k in rows[0]}
   block = max(1, EXACT_LIMIT // (n * c))
   parts = [_exact_statistics(flat[:, :, i:i + block], superchains)
