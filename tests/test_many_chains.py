@@ -279,3 +279,34 @@ def test_chains_still_moving_from_their_starts_drift(small_run):
   for superchains in (0, 16):
     said = _convergence_said(small_run, moving, superchains)
     assert any("parameter(s) drift" in n and "run a longer warmup" in n for n in said), said
+
+
+def test_streamed_summary_agrees_with_the_kept_one():
+  """512 chains x 600 draws (above ``EXACT_LIMIT``), the same seed kept and
+  streamed: the same mean, sd, MCSE (the chains' means in both) and drift;
+  nested R-hat of the raw streamed moments near that of the ranks; a
+  saved and loaded result keeps its superchains and its summary."""
+  kwargs = dict(kernel="rwmh", chains=512, warmup=100, draws=600, seed=1, progress=False)
+  kept = ed.mcmc.sample(_normal, **kwargs)
+  streamed = ed.mcmc.sample(_normal, keep_draws=False, **kwargs)
+  assert kept.superchains == streamed.superchains == 16
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    a, b = kept.summary(), streamed.summary()
+  for column in ("mean", "sd", "mcse_mean"):
+    assert a.loc["x", column] == pytest.approx(b.loc["x", column], rel=1e-6), column
+  assert abs(a.loc["x", "r_hat"] - b.loc["x", "r_hat"]) < 2e-3 and a.loc["x", "r_hat"] < 1.01
+  stats = kept._stats("x")  # pylint: disable=protected-access
+  assert stats["drift"] == pytest.approx(streamed.streamed["drift"]["x"], rel=1e-6)
+  assert abs(stats["drift_z"]) < 4.
+  assert a.attrs["notes"] == [] and b.attrs["notes"] == []
+
+
+def test_saved_result_keeps_its_superchains(tmp_path):
+  post = ed.mcmc.sample(_normal, kernel="rwmh", chains=256, warmup=50, draws=40, seed=0,
+                        progress=False)
+  loaded = ed.load(post.save(str(tmp_path / "run")))
+  assert loaded.superchains == 16
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    assert loaded.summary().equals(post.summary())

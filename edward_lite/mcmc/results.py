@@ -43,9 +43,10 @@ class MCMCResult:
       (``divergences``: after warmup).
     mean, variance: per-chain running moments ``[chains, *shape]`` of each
       variable, kept even when draws are not.
-    streamed: dict ``sd``, ``r_hat`` (split), ``ess``, ``mcse_mean`` ->
-      dict name -> ``[*shape]``, from the constant-memory statistics
-      (``ed.mcmc.streaming``), kept even when draws are not.
+    streamed: dict ``sd``, ``r_hat`` (split), ``ess``, ``mcse_mean``,
+      ``drift``, ``drift_z`` -> dict name -> ``[*shape]``, from the
+      constant-memory statistics (``ed.mcmc.streaming``), kept even when
+      draws are not.
     draw_count: draws per chain in the streamed statistics.
     timings: ``compile_s`` (the call until its first compiled chunk
       returned: the compile and that chunk's run, with a new run's initial
@@ -110,7 +111,7 @@ class MCMCResult:
         mean=target.split_constrained(stream["chain_mean"]),
         variance=target.split_constrained(stream["variance"]),
         streamed={k: target.split_constrained(stream[k])
-                  for k in ("sd", "r_hat", "ess", "mcse_mean")},
+                  for k in ("sd", "r_hat", "ess", "mcse_mean", "drift", "drift_z")},
         draw_count=stream["count"], timings=timings,
         trajectory_length=kernel.trajectory_length(state.kernel_adapt), seed=seed,
         superchains=superchains)
@@ -225,7 +226,8 @@ class MCMCResult:
     stats = dict(mean=np.mean(self.mean[name], axis=0, dtype=np.float64), sd=streamed["sd"],
                  mcse_mean=streamed["mcse_mean"], q5=nan, q50=nan, q95=nan,
                  ess_bulk=streamed["ess"], ess_tail=nan, r_hat=streamed["r_hat"],
-                 nested_r_hat=nan, drift=nan, drift_z=nan)
+                 nested_r_hat=nan, drift=streamed.get("drift", nan),
+                 drift_z=streamed.get("drift_z", nan))
     if self.superchains >= 2 and self.draw_count >= 2:
       chains = self.mean[name].shape[0]
       moments = [np.reshape(v[name], (chains, -1)).T for v in (self.mean, self.variance)]

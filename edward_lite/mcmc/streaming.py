@@ -45,7 +45,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.analysis import diagnostics
+from edward_lite.analysis import column_summary, diagnostics
 from edward_lite.mcmc import adaptation
 
 __all__ = ["StreamState", "stream_init", "stream_update", "stream_add", "stream_close",
@@ -158,7 +158,10 @@ def stream_close(state):
 
 def stream_summary(state):
   """NumPy float64 statistics per ``[D]`` coordinate: ``mean``, ``sd``,
-  ``r_hat`` (split), ``ess``, ``mcse_mean``; per chain ``[C, D]``:
+  ``r_hat`` (split), ``ess``, ``mcse_mean`` (from ``column_summary.MIN_BATCHES``
+  chains on, from the variance of the chains' means, as for kept draws;
+  else from the batch means), ``drift``, ``drift_z``
+  (``column_summary.drift``); per chain ``[C, D]``:
   ``chain_mean``, ``variance``; and ``count`` (draws per chain).  Every sum
   over chains is float64, whatever the state's dtype: NumPy sums a strided
   axis one element at a time, in the array's dtype."""
@@ -187,8 +190,19 @@ def stream_summary(state):
   else:
     out["r_hat"] = nan
 
+  # The second halves' means less the first's, over the chains (a drift).
+  out["drift"], out["drift_z"] = column_summary.drift(means[1] - means[0])
+
   filled, size = int(np.asarray(state.filled)), int(np.asarray(state.batch_size))
-  if filled >= 8 and size >= 2:
+  if chains >= column_summary.MIN_BATCHES and n >= 2:
+    # Many chains: the chains' means are the batch means, as for kept draws
+    # (``column_summary``): no model of the autocorrelation needed.
+    between = chain_mean.var(axis=0, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+      out["ess"] = np.where(between > 0, np.minimum(
+          pooled / (between / chains), chains * n * np.log10(chains * n)), np.nan)
+    out["mcse_mean"] = np.sqrt(between / chains)
+  elif filled >= 8 and size >= 2:
     batch_means = as64(state.batch_sums[:filled]) / size  # [a, C, D]
     sigma2 = size * batch_means.var(axis=0, ddof=1)  # [C, D]
     sigma2 = sigma2.mean(axis=0)
