@@ -55,6 +55,18 @@ def test_moments_and_quantiles_are_exact_where_float32_sums_are_not():
   assert abs(before[0] - x64.mean()) > 10. and before[1] > 10.
 
 
+@pytest.mark.parametrize("scale, offset", [(100., 3.), (1e-3, 5.), (5., -1.)])
+def test_quantiles_are_numpys_at_any_scale(scale, offset):
+  """Student-t(3) draws, heavy-tailed, at scales and offsets where a draw
+  minus the centre is rounded in float32: the quantiles are still exactly
+  np.quantile's."""
+  rng = np.random.default_rng(10)
+  x = (offset + scale * rng.standard_t(3, size=(700, 800))).astype(np.float32)
+  got = column_summary.summarize(x)
+  assert [got["q5"], got["q50"], got["q95"]] == list(
+      np.quantile(x.astype(np.float64), [0.05, 0.5, 0.95]))
+
+
 def test_binned_ranks_give_the_exact_rank_r_hat():
   """Above ``EXACT_LIMIT`` the ranks come from float32 bins of relative
   width 2^-11: rank-normalized split R-hat within 1e-4 of the exact one on

@@ -71,7 +71,7 @@ _BINS = 1 << BUCKET_BITS
 # Values per chunk of rows: a chunk's float64 temporaries stay near 32 MB.
 CHUNK_VALUES = 2**22
 # Chunks run on this many threads (NumPy's loops release the GIL).
-THREADS = 1
+THREADS = 2
 
 
 def summarize(x, superchains=0, threads=None):
@@ -132,13 +132,13 @@ def summarize(x, superchains=0, threads=None):
     return (_row_moments(z, batches),
             np.bincount(_bins(np.abs(centred - fold_at)).reshape(-1), minlength=_BINS),
             [_batch_counts(z <= cut, batches) for cut in cuts],
-            (centred[hit], bins[hit]))
+            (rows[hit], bins[hit]))
 
   parts = _map(rank_pass, col, threads)
   z_mom = _Moments(n, [p[0] for p in parts], batches)
   fold_table = _RankBins(sum(p[1] for p in parts)).z_table()
   below = [np.concatenate([p[2][i] for p in parts]).reshape(-1) for i in range(2)]
-  quantiles = _quantiles(bins, holding, order_stats, parts, center)
+  quantiles = _quantiles(bins, holding, order_stats, parts)
   out.update(q5=quantiles[0.05], q50=quantiles[0.5], q95=quantiles[0.95])
   if n < 4:
     return out
@@ -309,15 +309,15 @@ def _order_statistics(s, probs):
   return out
 
 
-def _quantiles(bins, holding, order_stats, parts, center):
+def _quantiles(bins, holding, order_stats, parts):
   """Exact quantiles from the draws collected in the bins that hold their
-  order statistics (``parts``' last items: centred values and their bins)."""
+  order statistics (``parts``' last items: the draws and their bins)."""
   values = np.concatenate([p[-1][0] for p in parts]).astype(np.float64)
   raw = np.concatenate([p[-1][1] for p in parts])
   order = {}
   for k, b in holding.items():
     inside = np.sort(values[raw == b])
-    order[k] = inside[k - bins.before(b)] + float(center)
+    order[k] = inside[k - bins.before(b)]
   return {p: order[lo] + frac * (order[hi] - order[lo])
           for p, (lo, hi, frac) in order_stats.items()}
 
