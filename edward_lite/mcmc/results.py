@@ -85,6 +85,8 @@ class MCMCResult:
   superchains: int = 0
   _log_likelihood: Optional[Dict[str, np.ndarray]] = dataclasses.field(default=None,
                                                                        init=False)
+  _column_stats: Dict[str, Dict[str, np.ndarray]] = dataclasses.field(default_factory=dict,
+                                                                      init=False)
 
   @classmethod
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
@@ -179,7 +181,9 @@ class MCMCResult:
     for name in names:
       if name in unchecked and name not in keep:
         continue  # neither shown nor warned about: its statistics are not needed
-      stats = self._stats(name)
+      if name not in self._column_stats:  # computed once: summary() and print_summary()
+        self._column_stats[name] = self._stats(name)
+      stats = dict(self._column_stats[name])
       stats["split_r_hat"] = stats["r_hat"]
       if self.superchains >= 2:
         stats["r_hat"] = stats["nested_r_hat"]
