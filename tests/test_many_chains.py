@@ -147,6 +147,7 @@ def _normal():
   return ed.Normal(0., 1., name="x")
 
 
+@pytest.mark.slow
 def test_superchains_share_their_starts():
   """From 256 drawn starts on, chains start in 16 superchains: one
   near-zero random-walk step after the start, the chains of a superchain
@@ -293,6 +294,7 @@ def test_chains_still_moving_from_their_starts_drift(small_run):
     assert any("parameter(s) drift" in n and "run a longer warmup" in n for n in said), said
 
 
+@pytest.mark.slow
 def test_streamed_summary_agrees_with_the_kept_one():
   """512 chains x 600 draws (above ``EXACT_LIMIT``), the same seed kept and
   streamed: the same mean, sd, MCSE (the chains' means in both) and drift;
@@ -314,6 +316,7 @@ def test_streamed_summary_agrees_with_the_kept_one():
   assert a.attrs["notes"] == [] and b.attrs["notes"] == []
 
 
+@pytest.mark.slow
 def test_saved_result_keeps_its_superchains(tmp_path):
   post = ed.mcmc.sample(_normal, kernel="rwmh", chains=256, warmup=50, draws=40, seed=0,
                         progress=False)
@@ -322,3 +325,25 @@ def test_saved_result_keeps_its_superchains(tmp_path):
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     assert loaded.summary().equals(post.summary())
+
+
+# -- the warnings battery, bounded (benchmarks/warnings_battery.py runs it whole) ----
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, kernel, chains", [
+    ("gauss2d", "rwmh", 10_000), ("eight_schools", "nuts", 1000), ("logistic", "chees", 1000),
+    ("far_chain", "nuts", 1000), ("bimodal", "rwmh", 1000), ("short_warmup", "rwmh", 1000)])
+def test_warnings_battery_bounded(target, kernel, chains):
+  """Unimodal posteriors at their defaults raise no warning of a stuck,
+  apart or drifting chain, multimodality or chains that have not mixed;
+  each planted problem is named."""
+  import os  # pylint: disable=import-outside-toplevel
+  import sys  # pylint: disable=import-outside-toplevel
+  sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+  try:
+    import warnings_battery  # pylint: disable=import-outside-toplevel
+  finally:
+    sys.path.pop(0)
+  row = warnings_battery.run(target, kernel, chains, seed=0, draws=200, keep_draws=True)
+  assert row["ok"], (row["said"], row["notes"])
