@@ -21,7 +21,7 @@ __all__ = ["stuck_chains", "notes", "convergence_notes", "beyond_autocorrelation
 SHORT_CHAIN = 500
 # Chains whose own ESS the R-hat advice reads, at most (a stated subset),
 # for at most this many scalars; below MIN_CHAIN_ESS one chain cannot tell.
-ADVICE_CHAINS = 1000
+ADVICE_CHAINS = 256
 ADVICE_SCALARS = 10
 MIN_CHAIN_ESS = 5.
 # From MANY_CHAINS chains on, split R-hat^2 - 1 beyond this many times what
@@ -236,22 +236,25 @@ def beyond_autocorrelation(result, split, keys):
   (below it, one chain's draws cannot tell); needs the kept draws."""
   if result.draws is None or result.num_draws < 8:
     return []
-  out = []
-  for at in [int(i) for i in np.argsort(-np.nan_to_num(split, nan=0.))[:ADVICE_SCALARS]]:
-    if not split[at] > 1.01:
-      break
-    n_eff = _chain_ess(result, *keys[at])
-    if n_eff >= MIN_CHAIN_ESS and split[at] ** 2 - 1 > BEYOND * (2 / n_eff):
-      out.append((at, n_eff))
-  return out
+  candidates = [int(i) for i in np.argsort(-np.nan_to_num(split, nan=0.))[:ADVICE_SCALARS]
+                if split[i] > 1.01]
+  if not candidates:
+    return []
+  n_eff = _chain_ess(result, [keys[at] for at in candidates])
+  return [(at, e) for at, e in zip(candidates, n_eff)
+          if e >= MIN_CHAIN_ESS and split[at] ** 2 - 1 > BEYOND * (2 / e)]
 
 
-def _chain_ess(result, name, index):
-  """The mean ESS of one chain from its own draws, over at most
-  ``ADVICE_CHAINS`` chains evenly spread."""
-  x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
-  x = x[:, ::-(-x.shape[1] // ADVICE_CHAINS)]
-  return float(np.mean(diagnostics.ess(x[:, None, :])))
+def _chain_ess(result, keys):
+  """For each ``(name, index)`` of ``keys``, the mean ESS of one chain from
+  its own draws, over at most ``ADVICE_CHAINS`` chains evenly spread: one
+  ``diagnostics.ess`` call for all, each chain a parameter."""
+  columns = []
+  for name, index in keys:
+    x = result.draws[name][(slice(None), slice(None)) + index]        # [draws, chains]
+    columns.append(x[:, ::-(-x.shape[1] // ADVICE_CHAINS)])
+  ess = np.asarray(diagnostics.ess(np.concatenate(columns, axis=1)[:, None, :]))
+  return [float(np.mean(part)) for part in np.split(ess, len(keys))]
 
 
 def ebfmi_note(energy):
@@ -302,7 +305,7 @@ def r_hat_advice(result, r_hat, name, index):
             "or the posterior is multimodal.")
   short = result.num_draws < SHORT_CHAIN or result.chains >= MANY_CHAINS
   if result.draws is not None and 8 <= result.num_draws and short:
-    n_eff = _chain_ess(result, name, index)
+    n_eff = _chain_ess(result, [(name, index)])[0]
     if r_hat ** 2 - 1 <= (2 if result.chains < MANY_CHAINS else BEYOND) * (2 / n_eff):
       return (f"with {result.num_draws} draws per chain (ESS of one chain {n_eff:.0f}), "
               "autocorrelation alone gives such an R-hat in chains that have mixed, so it "
