@@ -6,6 +6,7 @@ posterior sd ``s`` has Monte Carlo error ``s / sqrt(S)``; the checks allow
 sampler gets no free pass: its ESS floor is asserted too).
 """
 
+import dataclasses
 import json
 import re
 import pathlib
@@ -15,10 +16,9 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.analysis import diagnostics
+from edward_lite.analysis import column_summary, diagnostics
 import zoo
 from edward_lite.mcmc import chunk, compiled
-from edward_lite.mcmc import results as results_module
 from edward_lite.mcmc import run as run_module
 from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
@@ -297,15 +297,15 @@ def test_kept_buffers_sized_to_the_draws_give_the_same_run(monkeypatch):
 
 @pytest.mark.slow
 def test_summary_in_blocks_of_scalars_equals_the_whole(monkeypatch):
-  """``summary()`` computes its diagnostics a block of scalars at a time
-  (``CONVERGENCE_BLOCK`` values), which bounds its memory at many chains:
+  """``summary()`` computes its exact diagnostics a block of scalars at a
+  time (``column_summary.EXACT_BLOCK`` values), which bounds its memory:
   blocks of 3 scalars (3 calls for eight schools' 8 thetas) give the table
   of one call for all."""
   result = ed.mcmc.sample(eight_schools, EIGHT_SIGMA, observed={"y": EIGHT_Y}, chains=4,
                           warmup=100, draws=50, seed=3, progress=False)
   whole = result.summary()
-  monkeypatch.setattr(results_module, "CONVERGENCE_BLOCK", 3 * 4 * 50)
-  blocks = result.summary()
+  monkeypatch.setattr(column_summary, "EXACT_BLOCK", 3 * 4 * 50)
+  blocks = dataclasses.replace(result).summary()  # a new result: nothing kept
   for column in ("ess_bulk", "ess_tail", "r_hat", "mcse_mean"):
     np.testing.assert_allclose(blocks[column].to_numpy(np.float64),
                                whole[column].to_numpy(np.float64), rtol=1e-12)

@@ -60,6 +60,9 @@ __all__ = ["summarize", "variable_statistics", "drift", "EXACT_LIMIT", "MIN_BATC
 # ``diagnostics.convergence`` for ESS, MCSE and split R-hat (RESULTS
 # section 53: their cost against this module's).
 EXACT_LIMIT = 2**18
+# Draws per call of ``diagnostics.convergence`` there, a block of scalars at
+# a time: its float64 working copies stay near this many values each.
+EXACT_BLOCK = 2**22
 # Batches the between-chain ESS needs at least (relative error about
 # sqrt(2 / MIN_BATCHES), 14%, at this many).
 MIN_BATCHES = 100
@@ -370,7 +373,7 @@ def variable_statistics(x, superchains=0):
                                            threads=1 if p > 1 else THREADS), list(range(p)),
                        THREADS)
     return {k: np.array([row[k] for row in rows]).reshape(shape) for k in rows[0]}
-  block = max(1, EXACT_LIMIT // (n * c))
+  block = max(1, EXACT_BLOCK // (n * c))
   parts = [_exact_statistics(flat[:, :, i:i + block], superchains)
            for i in range(0, flat.shape[2], block)]
   return {k: np.concatenate([part[k] for part in parts]).reshape(shape) for k in parts[0]}
