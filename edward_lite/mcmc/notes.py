@@ -108,7 +108,7 @@ def _accepts_too_little(accept, draws):
   fall to a chain's mean ``a`` with probability at most
   ``exp(-draws KL(a || median))`` (Chernoff), which must be below
   ``FALSE_ALARM / chains``.  (At 10^5 chains of 20 random-walk draws
-  accepting 30%, some 700 accept at most one.)"""
+  accepting 30%, about 760 accept at most one.)"""
   low = accept < STUCK_ACCEPT
   if len(accept) < MANY_CHAINS or not low.any():
     return low
@@ -230,10 +230,11 @@ def beyond_autocorrelation(result, split, keys):
   autocorrelation explains.  (The factor covers ``n_eff``'s error from
   one short chain: 1,000 random-walk chains of eight schools' heavy-tailed
   ``tau``, 500 draws each, gave twice the ``R-hat^2 - 1`` their ESS of 20
-  predicts; chains in two modes 16 sds apart, 40 times.)  ``n_eff`` is read on at most
-  ``ADVICE_CHAINS`` chains, for the ``ADVICE_SCALARS`` scalars of largest
-  split R-hat above 1.01, and only where it is at least ``MIN_CHAIN_ESS``
-  (below it, one chain's draws cannot tell); needs the kept draws."""
+  predicts; chains in two modes 16 sds apart, 40 times.)  ``n_eff`` is
+  read on at most ``ADVICE_CHAINS`` chains, for the ``ADVICE_SCALARS``
+  scalars of largest split R-hat above 1.01, and only where it is at least
+  ``MIN_CHAIN_ESS`` (below it, one chain's draws cannot tell); needs the
+  kept draws."""
   if result.draws is None or result.num_draws < 8:
     return []
   candidates = [int(i) for i in np.argsort(-np.nan_to_num(split, nan=0.))[:ADVICE_SCALARS]
@@ -296,9 +297,10 @@ def r_hat_advice(result, r_hat, name, index):
   (fewer than ``SHORT_CHAIN`` draws, or ``MANY_CHAINS`` chains or more,
   read on at most ``ADVICE_CHAINS`` of them) with R-hat within what
   autocorrelation gives (a factor 2 on R-hat^2 - 1; ``BEYOND`` from
-  ``MANY_CHAINS`` chains on), the warning says R-hat cannot tell.  Chains apart (each mixing well on its own) give much
-  more, and a few long chains this autocorrelated (a funnel's: ESS 12 a
-  chain in 1,000 draws) mix badly: both keep the plain warning."""
+  ``MANY_CHAINS`` chains on), the warning says R-hat cannot tell.  Chains
+  apart (each mixing well on its own) give much more, and a few long
+  chains this autocorrelated (a funnel's: ESS 12 a chain in 1,000 draws)
+  mix badly: both keep the plain warning."""
   if result.superchains >= 2:
     return (f"the {result.superchains} superchains, each started from its own point, "
             "disagree: the chains still depend on where they started (run a longer warmup) "
