@@ -27,6 +27,9 @@ MIN_CHAIN_ESS = 5.
 # From MANY_CHAINS chains on, split R-hat^2 - 1 beyond this many times what
 # one chain's autocorrelation gives says the chains sample different regions.
 BEYOND = 4.
+# A drift smaller than this many posterior sds between the halves is left
+# unsaid (``convergence_notes``).
+DRIFT_SD = 0.05
 # Stuck or apart chains named one by one in the summary, up to this many.
 MAX_CHAIN_NOTES = 5
 STUCK_ACCEPT = 0.05  # a chain accepting less than this after warmup may be stuck
@@ -178,9 +181,13 @@ def convergence_notes(result, rows, keys):
     (``beyond_autocorrelation``): the chains sample different regions;
   * a drift (``column_summary.drift``): over all chains the second half
     of the draws differs from the first by more than chance allows
-    (``|z|`` above the normal quantile of ``1 - FALSE_ALARM / (2 P)``) and
-    by more than twice the mean's MCSE: the chains still move away from
-    their starts.
+    (``|z|`` above the normal quantile of ``1 - FALSE_ALARM / (2 P)``),
+    by more than twice the mean's MCSE and by more than ``DRIFT_SD`` sds:
+    the chains still move away from their starts.  (The last bound: at
+    10^5 chains the test sees a shift of 0.004 sd, 2.8 standard errors,
+    in one of five stationary random-walk runs of a Gaussian -- chance, or
+    what the adaptation shared by all chains leaves at warmup's end; the
+    split R-hat of 1.01 corresponds to halves about 0.1 sd apart.)
   """
   column = lambda key: np.array([r[key] for _, r in rows])  # pylint: disable=unnecessary-lambda-assignment
   r_hat = column("r_hat")
@@ -207,10 +214,10 @@ def convergence_notes(result, rows, keys):
     at = int(np.nanargmax(split))
     said.append(f"{int(np.sum(split > 1.01))} parameter(s) have R-hat > 1.01 (worst: "
                 f"{rows[at][0]}, {split[at]:.3f}); " + r_hat_advice(result, split[at], *keys[at]))
-  z, shift, mcse = column("drift_z"), column("drift"), column("mcse_mean")
+  z, shift, mcse, sd = column("drift_z"), column("drift"), column("mcse_mean"), column("sd")
   with np.errstate(invalid="ignore"):
     drifting = (np.abs(z) > statistics.NormalDist().inv_cdf(1. - FALSE_ALARM / (2. * len(z)))) & (
-        np.abs(shift) > 2. * mcse)
+        np.abs(shift) > np.maximum(2. * mcse, DRIFT_SD * sd))
   if np.any(drifting):
     at = int(np.flatnonzero(drifting)[np.argmax(np.abs(z[drifting]))])
     said.append(
