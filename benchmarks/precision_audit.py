@@ -9,10 +9,10 @@ else the old expression, written out here on the same values.
    ``run_end``, ``stream_close``, in segments that end at a batch's end or
    the half's, as ``chunk.run_chunk`` runs them), fed ``n`` = 10^4, 10^5,
    10^6 float32 draws per chain of 4 chains of three columns: iid N(1, 2^2),
-   an AR(1) (rho = 0.9) with the same marginal, and iid N(1000, 1).  The
-   state in float32 (as before), in float32 with compensated (TwoSum)
-   updates (what a device without float64 would need), and in float64 (as
-   now).  Errors: the chains' means (also in units of their MCSE) and
+   an AR(1) (rho = 0.9) with the same marginal, and iid N(1000, 1).  A
+   float32 Welford state (as before, written out here), the same with
+   compensated (TwoSum) updates (what a device without float64 would
+   need), and the library's float64 shifted sums (as now).  Errors: the chains' means (also in units of their MCSE) and
    variances (``stream_summary``), the batch means (``batch_sums / b``,
    also in units of their sd), and the ESS of the mean; the largest over
    chains.
@@ -80,11 +80,6 @@ def draws(n, seed=0):
   return x.astype(np.float32)
 
 
-def as_dtype(state, dtype):
-  """The stream state with its floating fields in ``dtype``."""
-  return tf.nest.map_structure(lambda t: tf.cast(t, dtype) if t.dtype.is_floating else t, state)
-
-
 @tf.function(jit_compile=True, autograph=False)
 def stream(xs, state, split_at):
   """The sampler's segments over ``xs [n, C, D]``."""
@@ -96,7 +91,7 @@ def stream(xs, state, split_at):
     second = i >= split_at
     j, acc = tf.while_loop(lambda j, _: j < end,
                            lambda j, acc: (j + 1, streaming.accumulate(acc, xs[j])),
-                           (i, streaming.run_begin(s, second)))
+                           (i, streaming.run_begin(s, second, xs[i])))
     return j, streaming.stream_close(streaming.run_end(s, acc, second, j - i))
 
   return tf.while_loop(lambda i, _: i < n, segment, (0, state))[1]
@@ -110,9 +105,11 @@ def two_sum(hi, lo, y):
 
 
 @tf.function(jit_compile=True, autograph=False)
-def compensated(xs, b):
+def welford32(xs, b, compensate):
   """float32 Welford moments and batch sums of ``xs [n, C, D]`` over the
-  whole run, every running sum a compensated pair: the float32 option."""
+  whole run, as the sampler updated them before (``compensate=False``), or
+  with every running sum a compensated pair (the float32 option)."""
+  add = two_sum if compensate else lambda hi, lo, y: (hi + y, lo)
   n = tf.shape(xs)[0]
   zeros = tf.zeros_like(xs[0])
   sums = tf.zeros([streaming.NUM_BATCHES, *xs.shape[1:]], xs.dtype)
@@ -121,9 +118,9 @@ def compensated(xs, b):
     x = xs[i]
     count = tf.cast(i + 1, xs.dtype)
     delta = (x - mean) - mean_lo
-    mean, mean_lo = two_sum(mean, mean_lo, delta / count)
-    m2, m2_lo = two_sum(m2, m2_lo, delta * ((x - mean) - mean_lo))
-    part, part_lo = two_sum(part, part_lo, x)
+    mean, mean_lo = add(mean, mean_lo, delta / count)
+    m2, m2_lo = add(m2, m2_lo, delta * ((x - mean) - mean_lo))
+    part, part_lo = add(part, part_lo, x)
     full = tf.equal((i + 1) % b, 0)
     sums = tf.where(full, tf.tensor_scatter_nd_update(sums, [[(i + 1) // b - 1]],
                                                       (part + part_lo)[None]), sums)
@@ -160,14 +157,15 @@ def streaming_drift(sizes):
     xs = tf.constant(x)
     b0 = -(-n // streaming.NUM_BATCHES)  # the sampler's first b
     for name in ("float32", "float32 TwoSum", "float64"):
-      if name == "float32 TwoSum":  # no merging: b0 slots of b0 draws
-        mean, var, sums = (t.numpy() for t in compensated(xs, tf.constant(b0)))
+      if name.startswith("float32"):  # no merging: b0 slots of b0 draws
+        mean, var, sums = (t.numpy() for t in welford32(xs, tf.constant(b0),
+                                                        name == "float32 TwoSum"))
         b, filled = b0, n // b0
         bm = sums[:filled].astype(np.float64) / b
         ess = ess_of(mean.astype(np.float64), var.astype(np.float64), bm, b, n)
       else:
         init = streaming.stream_init(CHAINS, 3, tf.float32, batch_size=b0)
-        state = stream(xs, as_dtype(init, getattr(tf, name)), tf.constant(n // 2))
+        state = stream(xs, init, tf.constant(n // 2))
         out = streaming.stream_summary(state)
         mean, var, ess = out["chain_mean"], out["variance"], out["ess"]
         b, filled = int(state.batch_size), int(state.filled)  # K slots full: b doubled

@@ -252,10 +252,13 @@ def leapfrog(fn, z, p, grad, step_size, num_steps):
 
 
 def metropolis(seed, log_accept, new, old):
-  """Accepts per chain with probability ``min(1, exp(log_accept))``."""
-  log_accept = tf.where(tf.math.is_nan(log_accept), tf.constant(-np.inf, log_accept.dtype),
-                        log_accept)
+  """Accepts per chain with probability ``a = min(1, exp(log_accept))``
+  (0 where ``log_accept`` is NaN): ``new`` where ``u < a``, ``u ~ U[0, 1)``.
+  Returns the picked structure and ``a`` (the transition's acceptance
+  statistic: one exponential per chain, no logarithm of ``u``)."""
+  accept_prob = tf.exp(tf.minimum(log_accept, 0.))
+  accept_prob = tf.where(tf.math.is_nan(accept_prob), tf.zeros_like(accept_prob), accept_prob)
   u = stateless_uniform(tf.shape(log_accept), seed, log_accept.dtype)
-  accept = tf.math.log(u) < log_accept
+  accept = u < accept_prob
   pick = lambda a, b: tf.where(tf.reshape(accept, [-1] + [1] * (a.shape.rank - 1)), a, b)
-  return tf.nest.map_structure(pick, new, old), accept
+  return tf.nest.map_structure(pick, new, old), accept_prob

@@ -161,7 +161,9 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     # After warmup a tf.cond skips the step size's update: it sorts the
     # chains (the bulk's median), which costs more than a cheap density's
     # whole transition at 1000 chains (RESULTS section 21).
-    if not warmup_rounds:  # else once per round (round_of_transitions)
+    # A kernel with a fixed step size never adapts it (no tf.cond in the
+    # loop: passing its state through one copies it at every transition).
+    if kernel.adapts_step_size and not warmup_rounds:  # else once per round
       dual_avg = tf.cond(adapt_step, lambda: adaptation.step_size_update(
           dual_avg, info.accept_prob, target_accept, share, kernel.bulk_accept_power),
                          lambda: dual_avg)
@@ -202,10 +204,12 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
       end = tf.where(start + i < split_at, tf.minimum(end, split_at - start), end)
       end = tf.where(sampling, end, last)
       second_half = start + i >= split_at
+      # The run's sums are shifted by the chains' current draws.
+      shift = target.constrain_flat(to_u(kernel.state(kstate), metric))
       j, kstate, dual_avg, moments, kadapt, acc, buffers, totals = tf.while_loop(
           lambda j, *_: j < end, lambda *v: body(*v, transition),
-          (i, kstate, dual_avg, moments, kadapt, streaming.run_begin(stream, second_half),
-           buffers, totals))
+          (i, kstate, dual_avg, moments, kadapt,
+           streaming.run_begin(stream, second_half, shift), buffers, totals))
       stream = streaming.stream_close(streaming.run_end(
           stream, acc, second_half, tf.where(sampling, j - i, 0)))
       return j, kstate, dual_avg, moments, kadapt, stream, buffers, totals

@@ -54,9 +54,8 @@ class HMC(GradientKernel):
     energy_error = h1 - h0
     diverging = ~(tf.abs(energy_error) <= MAX_ENERGY_ERROR)  # NaN counts too
     log_accept = tf.where(diverging, tf.constant(-np.inf, energy_error.dtype), -energy_error)
-    (new, energy), _ = metropolis(seeds[1], log_accept, (GradState(z, lp, grad), h1),
-                                   (kstate, h0))
-    accept_prob = tf.exp(tf.minimum(log_accept, 0.))
+    (new, energy), accept_prob = metropolis(seeds[1], log_accept,
+                                            (GradState(z, lp, grad), h1), (kstate, h0))
     n_grads = tf.fill(tf.shape(lp), tf.cast(steps, tf.int32))
     return new, TransitionInfo(accept_prob, diverging, n_grads, tf.zeros_like(n_grads), energy,
                                new.log_prob, extra={"proposal": (z, p)})  # for ChEES

@@ -61,9 +61,8 @@ class RWMH(Kernel):
     z_new = kstate.z + step_size * stateless_normal(tf.shape(kstate.z), seeds[0], kstate.z.dtype)
     lp_new = fn(z_new)
     log_accept = lp_new - kstate.log_prob
-    (z, lp), _ = metropolis(seeds[1], log_accept, (z_new, lp_new), (kstate.z, kstate.log_prob))
-    accept_prob = tf.exp(tf.minimum(log_accept, 0.))
-    accept_prob = tf.where(tf.math.is_nan(accept_prob), tf.zeros_like(accept_prob), accept_prob)
+    (z, lp), accept_prob = metropolis(seeds[1], log_accept, (z_new, lp_new),
+                                      (kstate.z, kstate.log_prob))
     zeros = tf.zeros_like(lp, tf.int32)
     return GradState(z, lp, ()), TransitionInfo(accept_prob, ~tf.math.is_finite(lp_new), zeros,
                                                 zeros, -lp, lp)

@@ -3,7 +3,7 @@
 With ``keep_draws=False`` nothing grows with the number of draws; per chain
 ``c`` and constrained coordinate ``d`` the sampler keeps
 
-* Welford moments (count, mean, sum of squared deviations) of each half of
+* the moments (count, mean, sum of squared deviations) of each half of
   the sampling run separately, which give the mean, the variance and the
   split R-hat (Gelman et al. 2013; the halves are the split chains);
 * batch means for the effective sample size: the sums of ``K`` consecutive
@@ -93,45 +93,62 @@ def stream_update(state, x, second_half):
 def stream_add(state, x, second_half):
   """Adds ``x [C, D]`` to the moments of its half and to the current batch;
   ``stream_close`` must follow before the batch is over-full."""
-  return run_end(state, accumulate(run_begin(state, second_half), x), second_half, 1)
+  return run_end(state, accumulate(run_begin(state, second_half, x), x), second_half, 1)
 
 
-Accumulator = collections.namedtuple("Accumulator", ["count", "mean", "m2", "partial"])
-Accumulator.__doc__ = """The statistics a run of draws inside one batch and
-one half updates: Welford ``count`` (scalar), ``mean`` and ``m2 [C, D]`` of
-the half, and ``partial [C, D]``, the running sum of the batch.  Carried
-through the sampler's per-transition loop instead of the ``StreamState``, so
-a transition only does elementwise work (no gather or scatter by half)."""
+Accumulator = collections.namedtuple("Accumulator", ["count", "shift", "s1", "s2"])
+Accumulator.__doc__ = """The sums a run of draws inside one batch and one
+half updates: ``count`` (a float scalar: draws in the run), and per chain and
+coordinate ``[C, D]`` the ``shift`` ``K`` (a draw from where the chains were
+when the run began) and the shifted sums ``s1 = sum (x - K)``,
+``s2 = sum (x - K)^2``.  Carried through the sampler's per-transition loop
+instead of the ``StreamState``: a transition does two additions per number,
+with no division and no gather or scatter by half; ``run_end`` merges the
+run's moments, ``mean = K + s1 / n`` and ``m2 = s2 - s1^2 / n``, into its
+half's (Chan et al. 1979) and ``s1 + n K`` into the current batch.  The
+shift keeps ``s2`` of the order of ``n`` variances (the deviations are
+within a few posterior sds), so the subtraction loses no more than a few
+float64 digits."""
 
 
-def run_begin(state, second_half):
-  """The accumulator for draws of one half (``second_half`` a bool Tensor)."""
-  half = tf.cast(second_half, tf.int32)
-  h = state.halves
-  # Gathers, not h.count[half]: XLA compiles a slice's start as a constant,
-  # which would recompile the sampler for every chunk.
-  return Accumulator(tf.gather(h.count, half), tf.gather(h.mean, half), tf.gather(h.m2, half),
-                     state.partial)
+def run_begin(state, second_half, shift):
+  """The accumulator for draws of one half (``second_half`` a bool Tensor),
+  shifted by ``shift [C, D]`` (the chains' current draws)."""
+  shift = tf.cast(shift, state.partial.dtype)
+  zeros = tf.zeros_like(shift)
+  del second_half  # the run's half is applied by run_end
+  return Accumulator(tf.zeros([], shift.dtype), shift, zeros, zeros)
 
 
 def accumulate(acc, x):
-  """Adds one draw per chain ``x [C, D]`` (Welford's update), cast to the
-  accumulator's dtype first."""
-  x = tf.cast(x, acc.mean.dtype)
-  moments = adaptation.welford_update(adaptation.WelfordState(acc.count, acc.mean, acc.m2), x)
-  return Accumulator(*moments, acc.partial + x)
+  """Adds one draw per chain ``x [C, D]``, cast to the accumulator's dtype."""
+  d = tf.cast(x, acc.s1.dtype) - acc.shift
+  return Accumulator(acc.count + 1., acc.shift, acc.s1 + d, acc.s2 + d * d)
 
 
 def run_end(state, acc, second_half, n):
-  """Writes back an accumulator that took ``n`` draws of one half; the run
-  must not have crossed a batch end (``stream_close`` follows)."""
-  index = [[tf.cast(second_half, tf.int32)]]
+  """Merges an accumulator that took ``n`` draws (an int Tensor, equal to
+  ``acc.count``) of one half into the state; the run must not have crossed
+  a batch end (``stream_close`` follows)."""
+  half = tf.cast(second_half, tf.int32)
   h = state.halves
+  count_a, mean_a, m2_a = tf.gather(h.count, half), tf.gather(h.mean, half), tf.gather(h.m2, half)
+  count_b = acc.count
+  mean_b = acc.s1 / tf.maximum(count_b, 1.)
+  m2_b = tf.maximum(acc.s2 - acc.s1 * mean_b, 0.)
+  mean_b += acc.shift
+  count = count_a + count_b
+  delta = mean_b - mean_a
+  weight = count_b / tf.maximum(count, 1.)
+  mean = tf.where(count_b > 0, mean_a + delta * weight, mean_a)
+  m2 = m2_a + m2_b + delta * delta * count_a * weight
+  index = [[half]]
   halves = adaptation.WelfordState(
-      tf.tensor_scatter_nd_update(h.count, index, acc.count[None]),
-      tf.tensor_scatter_nd_update(h.mean, index, acc.mean[None]),
-      tf.tensor_scatter_nd_update(h.m2, index, acc.m2[None]))
-  return state._replace(halves=halves, partial=acc.partial, in_batch=state.in_batch + n)
+      tf.tensor_scatter_nd_update(h.count, index, count[None]),
+      tf.tensor_scatter_nd_update(h.mean, index, mean[None]),
+      tf.tensor_scatter_nd_update(h.m2, index, m2[None]))
+  partial = state.partial + acc.s1 + count_b * acc.shift
+  return state._replace(halves=halves, partial=partial, in_batch=state.in_batch + n)
 
 
 def stream_close(state):
