@@ -30,7 +30,9 @@ Implementations, all float32, all in one process:
 
 Sweeps: (a) ``--sweep-chains`` (1000) chains and growing steps, (b)
 ``--sweep-steps`` (1000) steps and growing chains; ``--billion`` adds the
-time to draw 10^9 samples with edward_lite and the fastest peer.
+time to draw 10^9 samples with edward_lite and the fastest peer, and the
+whole call's: compile, run and, for edward_lite, ``print_summary`` of the
+streamed statistics (the peers print nothing).
 
 Compile is measured separately from the run: JAX programs are compiled ahead
 of time (``jit(...).lower(...).compile()``, once per chain count, since the
@@ -53,6 +55,9 @@ tolerance (mixing is slow at scale 0.1; checked only when there are at least
     ... benchmarks/mcmc_rwmh.py --steps 1000 10000 100000 --chains 100 1000 10000
     # 10^9 samples (edward_lite and the fastest peer):
     ... benchmarks/mcmc_rwmh.py --billion [--billion-chains 1000] [--no-sweep]
+    # alternated runs at one setting (RESULTS section 53's headline):
+    ... benchmarks/mcmc_rwmh.py --paired 9 --sweep-chains 100000 --sweep-steps 1000 \
+        --impls edward_lite_groups edward_lite_groups_adapt jax_sharded
 """
 
 import os
@@ -65,6 +70,8 @@ if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", "")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import io  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -135,11 +142,13 @@ def mixture_ed():
 _ED_COMPILE = {}  # chains -> compile seconds (the compiled program is cached by ed)
 
 
-def run_edward_lite(chains, steps, seed, chunk, **parallel):
-  kernel = ed.mcmc.RWMH(scale=PROPOSAL_SCALE, adapt=False)
+def run_edward_lite(chains, steps, seed, chunk, adapt=False, **parallel):
+  # adapt=True: the adaptive kernel, run with warmup=0 (nothing adapts, but
+  # the loop carries the step size's adaptation, as after any warmup).
+  kernel = ed.mcmc.RWMH(scale=PROPOSAL_SCALE, adapt=adapt)
   common = dict(kernel=kernel, chains=chains, warmup=0, keep_draws=False, adapt_metric=False,
                 init="uniform", init_radius=INIT_RADIUS, progress=False, **parallel)
-  key = (chains, bool(parallel))
+  key = (chains, bool(parallel), adapt)
   if key not in _ED_COMPILE:
     start = time.perf_counter()
     ed.mcmc.sample(mixture_ed, draws=1, seed=seed + 1, chunk_size=1, **common)
@@ -148,20 +157,30 @@ def run_edward_lite(chains, steps, seed, chunk, **parallel):
   result = ed.mcmc.sample(mixture_ed, draws=steps, seed=seed, chunk_size=min(steps, chunk),
                           **common)
   run_s, cpu = time.perf_counter() - start, time.process_time() - cpu
+  start = time.perf_counter()
+  with contextlib.redirect_stdout(io.StringIO()):
+    result.print_summary()  # the streamed statistics' table, as a user prints it
+  summary_s = time.perf_counter() - start
   if result.timings["compile_s"] > 0:
     raise AssertionError("edward_lite recompiled on the timed call: "
                          f"{result.timings}")
   mean, var = pooled_moments(result.mean["x"], result.variance["x"])
   return Result(compile_s=_ED_COMPILE[key], run_s=run_s, mean=mean, var=var, cpu_s=cpu,
-                note=f"in-loop {result.timings['sampling_s']:.3g}s")
+                summary_s=summary_s, note=f"in-loop {result.timings['sampling_s']:.3g}s, "
+                f"print_summary {summary_s:.2g}s")
 
 
-def run_edward_lite_groups(chains, steps, seed, chunk):
+def run_edward_lite_groups(chains, steps, seed, chunk, adapt=False):
   """The same sampler with the chains split over the two cores:
   ``parallel="chain_groups"`` on two logical CPU devices."""
   strategy = ed.distribute.strategy("mirrored", devices=ED_DEVICES)
-  return run_edward_lite(chains, steps, seed, chunk, strategy=strategy,
+  return run_edward_lite(chains, steps, seed, chunk, adapt=adapt, strategy=strategy,
                          parallel="chain_groups")
+
+
+def run_edward_lite_groups_adapt(chains, steps, seed, chunk):
+  """``edward_lite_groups`` with the adaptive kernel (``RWMH(adapt=True)``)."""
+  return run_edward_lite_groups(chains, steps, seed, chunk, adapt=True)
 
 
 # -- NumPy --------------------------------------------------------------------------
@@ -356,6 +375,7 @@ def run_tfp(chains, steps, seed):
 IMPLS = {
     "edward_lite": run_edward_lite,
     "edward_lite_groups": run_edward_lite_groups,
+    "edward_lite_groups_adapt": run_edward_lite_groups_adapt,
     "numpy": run_numpy,
     "jax": run_jax,
     "jax_sharded": run_jax_sharded,
@@ -504,12 +524,15 @@ def billion(args, sweep_tables):
     if "skipped" in r:
       print(f"  {name:18s} skipped: {r['skipped']}")
       continue
+    r["whole_s"] = r["run_s"] + r["compile_s"] + r.get("summary_s", 0.)
     print(f"  {name:18s} {total:.3g} samples in {r['run_s']:8.2f} s run + {r['compile_s']:.2f} s "
-          f"compile = {r['run_s'] + r['compile_s']:8.2f} s  ({r['rate']:.3g} samples/s)  "
+          f"compile" + (f" + {r['summary_s']:.2f} s print_summary" if "summary_s" in r else "")
+          + f" = {r['whole_s']:8.2f} s  ({r['rate']:.3g} samples/s)  "
           f"mean {r['mean']:.3f} var {r['var']:.3f}")
   for name in ours:
     if "rate" in out[name] and "rate" in out[peer]:
-      print(f"  {name} / {peer}: {out[name]['rate'] / out[peer]['rate']:.2f} (samples/s ratio)")
+      print(f"  {name} / {peer}: {out[name]['rate'] / out[peer]['rate']:.2f} (samples/s ratio); "
+            f"whole call {out[name]['whole_s'] / out[peer]['whole_s']:.2f} of the peer's time")
   failures = []
   for name, r in out.items():
     if "mean" not in r:
@@ -523,6 +546,27 @@ def billion(args, sweep_tables):
     else:
       print(f"  {name}: moments ok")
   return failures
+
+
+def paired(args):
+  """``--paired N``: the implementations alternated N times at
+  ``--sweep-chains`` x ``--sweep-steps`` (compiled first); medians and the
+  median of each run's ratio to the last implementation's run beside it."""
+  chains, steps = args.sweep_chains, args.sweep_steps
+  print(f"\n## Paired: C={chains} x T={steps}, {args.paired} alternated runs each")
+  times = {name: [] for name in args.impls}
+  for name in args.impls:
+    run_one(name, chains, min(steps, 10), args)  # compile (and warm) first
+  for _ in range(args.paired):
+    for name in args.impls:
+      r = run_one(name, chains, steps, args)
+      times[name].append(r.get("run_s", np.nan))
+  last = args.impls[-1]
+  for name in args.impls:
+    t = np.asarray(times[name])
+    ratio = np.median(np.asarray(times[last]) / t)
+    print(f"  {name:26s} median {np.median(t):7.3f} s  min {t.min():7.3f} s  "
+          f"{chains * steps / np.median(t):.3g} samples/s  rate / {last}'s: {ratio:.2f}")
 
 
 def main():
@@ -553,12 +597,18 @@ def main():
   parser.add_argument("--tol-var", type=float, default=1.5)
   parser.add_argument("--check-min-steps", type=int, default=100_000)
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--paired", type=int, default=0,
+                      help="alternate --impls this many times at --sweep-chains x "
+                           "--sweep-steps (no sweeps); ratios to the last of --impls")
   args = parser.parse_args()
 
   print_header()
   impls = ["edward_lite"] + [n for n in args.impls if n != "edward_lite"] \
       if "edward_lite" in args.impls else list(args.impls)
   failures, tables = [], []
+  if args.paired:
+    paired(args)
+    return
   if not args.no_sweep:
     table_a = sweep(f"(a) {args.sweep_chains} chains, growing steps",
                     [(args.sweep_chains, t) for t in args.steps], impls, args)
