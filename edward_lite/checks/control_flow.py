@@ -16,7 +16,10 @@ and the line of the program.  It builds a graph only: nothing runs, nothing
 compiles.  The trace is also the first to see ``tf.constant`` given a
 Tensor (an argument: data reach the program as Tensors), which works eagerly
 and fails only in a graph; it names the line and says what to write.  Any
-other failure of this extra trace is left for the real runs to report.
+other failure of this extra trace is left for the real runs to report.  A
+distribution parameter known in the graph without the latents or the data
+(a literal) and outside its domain is refused here too
+(``constant_parameters``).
 
 The same graph tells which quantities of an observed variable's distribution
 are computed from latents (``ProgramGraph.dependence``): the support checks
@@ -31,6 +34,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow.python.framework import func_graph  # pylint: disable=g-direct-tensorflow-import
 
+from edward_lite.checks.constant_parameters import constant_domain_message
 from edward_lite.checks.program_errors import program_site
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language.symbolic_values import ControlFlowError, control_flow_error
@@ -89,6 +93,7 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
   observed = observed or {}
   latents = {}  # (graph id, tensor name) -> random-variable name
   observed_dists = {}
+  constants_outside = []  # constant_parameters' sentences
 
   def tracer(fn, *fn_args, **fn_kwargs):
     name = fn_kwargs.get("name")
@@ -98,11 +103,20 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     rv = fn(*fn_args, **fn_kwargs)
     if not isinstance(rv, RandomVariable) or name is None:
       return rv
+    message = constant_domain_message(name, rv.distribution)
+    if message:
+      constants_outside.append(message)
     if name in observed:
       observed_dists[name] = rv.distribution
     elif latent and isinstance(rv.value, tf.Tensor) and hasattr(rv.value, "graph"):
       latents[tensor_key(rv.value)] = name
     return rv
+
+  def checked(program_graph):
+    """The graph trace's result, unless a constant parameter was out of its domain."""
+    if constants_outside:
+      raise ValueError(constants_outside[0])
+    return program_graph
 
   graph = func_graph.FuncGraph("edward_lite_program_check")
   try:
@@ -118,10 +132,10 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
     names = ancestors(condition, latents) if condition is not None else set()
     if names:
       raise control_flow_error(names, where) from None
-    return ProgramGraph()
+    return checked(ProgramGraph())
   except TypeError as e:
     if not _is_constant_of_tensor(e):
-      return ProgramGraph()
+      return checked(ProgramGraph())
     _, where = _bool_site(e.__traceback__)
     raise TypeError(
         f"tf.constant was given a Tensor{where}, which it takes only eagerly: traced for "
@@ -131,8 +145,8 @@ def check_python_control_flow(program, args=(), kwargs=None, observed=None):
         "tf.convert_to_tensor(x) for a value that may or may not be a Tensor.") from e
   except Exception:  # pylint: disable=broad-except
     # Broad: the user's program may raise anything in this graph trace; the real runs report it.
-    return ProgramGraph()
-  return ProgramGraph(graph, latents, observed_dists)
+    return checked(ProgramGraph())
+  return checked(ProgramGraph(graph, latents, observed_dists))
 
 
 def _is_constant_of_tensor(error):

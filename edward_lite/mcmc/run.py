@@ -30,6 +30,7 @@ from edward_lite.mcmc import (base, initial_states, metric, metric_update, resta
                               schedule, streaming)
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
 from edward_lite.mcmc.results import MCMCResult
+from edward_lite.model.init_values import check_init
 
 __all__ = ["Run", "AGREE_RHAT"]
 
@@ -133,6 +134,9 @@ class Run:
     if self.groups or program.compiled or program.density is not program.target:
       self._initialize()
       return
+    # The user's init= (names, shapes, values) is checked first: an error
+    # raised by the initialization would otherwise wait for the compile.
+    check_init(program.target, self.settings.init, self.settings.chains)
     template = self._state_template()
     step0 = self._inputs(template, 0, 0)  # no transition: the run only compiles
     program.compile_chunk_during(self._initialize, template, step0, self._capacity())

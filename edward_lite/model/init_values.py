@@ -20,7 +20,7 @@ import tensorflow as tf
 from edward_lite.model.interpreter import Mode
 from edward_lite.checks.continuous_support import support_text
 
-__all__ = ["parse_init", "describe_init", "latent_of_column", "PartialInit", "complete"]
+__all__ = ["parse_init", "check_init", "describe_init", "latent_of_column", "PartialInit", "complete"]
 
 MODES = ("uniform", "prior")
 
@@ -77,6 +77,16 @@ def parse_init(target, init, chains, allow_array=True, modes=MODES):
                      f"value(s), the first for chain {chain}, latent "
                      f"'{latent_of_column(target, column)}'.")
   return u
+
+
+def check_init(target, init, chains):
+  """Raises the errors ``parse_init`` and, for values given for some
+  latents, their support check would raise, without drawing anything (the
+  other latents at unconstrained 0, inside any support): run before a
+  sampler's compile, so an error in ``init=`` does not wait for it."""
+  u = parse_init(target, init, chains)
+  if isinstance(u, PartialInit):
+    complete(target, u, np.zeros((chains, target.dim), target.dtype.as_numpy_dtype))
 
 
 def _from_values(target, init, chains, dtype):
