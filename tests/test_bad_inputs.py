@@ -167,6 +167,11 @@ def negative_scale_model():
   return ed.Normal(mu * tf.ones(3), -1., name="y")  # a constant scale outside its domain
 
 
+def logistic_labels(x):
+  w = ed.Normal(0., 1., name="w")
+  return ed.Bernoulli(logits=w * x, name="y")
+
+
 def probability_model():
   logit = ed.Normal(0., 1., name="logit")
   del logit
@@ -548,6 +553,11 @@ CASES = [
          lambda t: sample(probability_model, observed={"b": np.array([0, 1, 1], np.int32)}),
          ValueError, r"The Bernoulli 'b' has the constant parameter 'probs' = 1.5, outside its "
          r"domain \('probs' is a probability, in \[0, 1\]\)"),
+    case("sample-bernoulli-labels-not-integers",
+         lambda t: sample(logistic_labels, np.array([1., 2., 3.], np.float32),
+                          observed={"y": np.array([0., 0.5, 1.])}), TypeError,
+         r"'y' holds 0\.5 at index \[1\], not an integer: a Bernoulli variable takes "
+         r"integer values \(int32\), so it is outside its support"),
     case("fit-constant-scale-negative", lambda t: fit(negative_scale_model), ValueError,
          r"constant parameter 'scale' = -1"),
     case("sample-init-array-wrong-shape", lambda t: sample(init=np.zeros([3, 1])), ValueError,

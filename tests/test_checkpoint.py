@@ -159,3 +159,25 @@ def test_streamed_statistics_resume_in_float64_and_an_older_layout_is_refused(tm
   (ckpt / "meta.json").write_text(json.dumps(meta))
   with pytest.raises(ed.mcmc.CheckpointMismatchError, match="settings.checkpoint_layout"):
     ed.mcmc.sample(model_a, checkpoint_dir=str(ckpt), **kwargs)
+
+
+def test_a_state_missing_one_array_is_refused_naming_it(tmp_path):
+  # Issue 53, item 7: the refusal listed all the state's array names.
+  ckpt = tmp_path / "ckpt"
+  kwargs = dict(chains=2, warmup=10, draws=20, seed=5, chunk_size=10, progress=False)
+
+  def stop(info):
+    raise KeyboardInterrupt
+
+  with pytest.raises(KeyboardInterrupt):
+    ed.mcmc.sample(model_a, checkpoint_dir=str(ckpt), callback=stop, **kwargs)
+  with np.load(ckpt / "state.npz") as state:
+    arrays = {key: state[key] for key in state.files}
+  assert int(arrays["n_state"]) > 10
+  del arrays["s7"]
+  np.savez(ckpt / "state.npz", **arrays)
+  with pytest.raises(ed.mcmc.CheckpointCorruptError) as info:
+    ed.mcmc.sample(model_a, checkpoint_dir=str(ckpt), **kwargs)
+  message = str(info.value)
+  assert "lacks array 's7'; delete it" in message, message
+  assert "'s8'" not in message and len(message) < 300, message

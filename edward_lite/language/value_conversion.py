@@ -99,6 +99,15 @@ def _cast_numpy(value, dtype, what, distribution):
     ok = kind in "fiubc"
   else:
     ok = False
+  if not ok and dtype.is_integer and kind == "f":
+    fractional = np.isfinite(array) & (array != np.round(array))
+    if fractional.any():  # labels of 0.5: a value outside the support, not a dtype
+      index = np.argwhere(fractional)[0] if array.ndim else []
+      at = f" at index {[int(i) for i in index]}" if array.ndim else ""
+      raise TypeError(
+          f"Value for {what} holds {array[tuple(index)]:g}{at}, not an integer: a {dist} "
+          f"variable takes integer values ({dtype.name}), so it is outside its support"
+          + (f" ({int(fractional.sum())} such values)" if fractional.sum() > 1 else "") + ".")
   if not ok:
     raise TypeError(
         f"Value for {what} has NumPy dtype {array.dtype}; its {dist} "

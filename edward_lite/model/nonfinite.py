@@ -32,6 +32,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.checks.constant_parameters import SKIP as _SKIP
+from edward_lite.checks.constant_parameters import WRAPPERS as _WRAPPERS
+from edward_lite.checks.constant_parameters import domain_failure as _domain_failure
+from edward_lite.checks.constant_parameters import show_array as _show
 from edward_lite.checks.support import check_observed_support
 from edward_lite.model import enumeration
 from edward_lite.model.interpreter import run
@@ -42,9 +46,7 @@ tfd, tfb = tfp.distributions, tfp.bijectors
 
 MAX_POINTS = 1024  # points whose terms are evaluated (the first ones)
 MAX_NAMED = 3  # terms explained in one message
-_WRAPPERS = (tfd.Independent, tfd.Sample, tfd.BatchReshape, tfd.BatchBroadcast)
 _FACTOR = tfp.experimental.distributions.IncrementLogProb
-_SKIP = ("name", "validate_args", "allow_nan_stats", "dtype", "force_probs_to_zero_outside_support")
 
 
 def nonfinite_terms(target, flat):
@@ -240,33 +242,6 @@ def _parameters(dist):
       yield pname, array, value
 
 
-def _domain_failure(dist, pname, array):
-  """``(bad mask, adjective, requirement)`` if a scalar-event parameter with a positive or
-  unit-interval domain (TFP's parameter properties) has values outside it."""
-  try:
-    props = type(dist).parameter_properties(tf.as_dtype(array.dtype))[pname]
-    if props.event_ndims not in (0, None):
-      return None
-    bijector = props.default_constraining_bijector_fn()
-  except Exception:  # pylint: disable=broad-except
-    return None
-  finite = np.isfinite(array)
-  if isinstance(bijector, (tfb.Softplus, tfb.Exp)):
-    low = float(np.asarray(getattr(bijector, "low", None) or 0.))
-    if low <= 2 * np.finfo(array.dtype).eps:
-      bad = finite & (array <= 0)
-      adjective, requirement = "non-positive", f"'{pname}' must be positive"
-    else:
-      bad = finite & (array <= low)
-      adjective, requirement = "too small", f"'{pname}' must be greater than {low:g}"
-  elif isinstance(bijector, tfb.Sigmoid) and getattr(bijector, "low", None) is None:
-    bad = finite & ((array < 0) | (array > 1))
-    adjective, requirement = "out-of-range", f"'{pname}' is a probability, in [0, 1]"
-  else:
-    return None
-  return (bad, adjective, requirement) if bad.any() else None
-
-
 def _argument_names(target):
   """``argument(tensor, array) -> text``: ' (the program's argument 'x')' when
   the parameter is one of the program's arguments as given, else ''."""
@@ -309,8 +284,3 @@ def _first(array, bad):
     return f": {array.reshape(-1)[0]:g}"
   index = np.argwhere(bad)[0]
   return f", the first at index {[int(i) for i in index]} is {array[tuple(index)]:g}"
-
-
-def _show(array):
-  return " ".join(np.array2string(np.asarray(array), threshold=6, precision=4, separator=", ",
-                                  max_line_width=10**6).split())

@@ -248,7 +248,7 @@ class Checkpointer:
     step, n_state = integer("step", 1), integer("n_state", 0)
     keys = {"step", "n_state"} | {f"s{i}" for i in range(n_state)}
     if set(arrays) - {"scalars"} != keys:  # states saved before the scalars have none
-      raise self._corrupt(STATE, f"holds the arrays {sorted(arrays)}, not {sorted(keys)}")
+      raise self._corrupt(STATE, _array_mismatch(set(arrays) - {"scalars"}, keys))
     state = [arrays[f"s{i}"] for i in range(n_state)]
     raw = arrays.get("scalars", np.frombuffer(b"{}", np.uint8))
     try:
@@ -349,3 +349,15 @@ class Checkpointer:
 
   def __exit__(self, *exc):
     self.close()
+
+
+def _array_mismatch(found, expected, named=3):
+  """Which arrays a saved file lacks or has too many, by name (a few)."""
+  missing, extra = sorted(expected - found), sorted(found - expected)
+  parts = []
+  for what, names in (("lacks", missing), ("has the unexpected", extra)):
+    if names:
+      shown = ", ".join(f"'{n}'" for n in names[:named])
+      more = f" and {len(names) - named} more" if len(names) > named else ""
+      parts.append(f"{what} array{'s' if len(names) > 1 else ''} {shown}{more}")
+  return " and ".join(parts)
