@@ -333,6 +333,13 @@ CASES = [
          r"'x' has dtype float64.*float32"),
     case("rv-bernoulli-value-not-boolean-like",
          lambda t: ed.Bernoulli(probs=0.5, value=0.5, name="b"), TypeError, r"'b'.*int32"),
+    # Issue 53, item 9: a value= off the support, checked as observed data are.
+    case("rv-dirichlet-value-off-the-simplex",
+         lambda t: ed.Dirichlet([1., 1.], value=[0.7, 0.7], name="p"), ValueError,
+         r"value= given to random variable 'p' is outside the support of its Dirichlet "
+         r"distribution.*\[0\.7, 0\.7\]"),
+    case("rv-bernoulli-value-two", lambda t: ed.Bernoulli(probs=0.5, value=2, name="b"),
+         ValueError, r"value= given to random variable 'b' .* expects 0 or 1.*is 2"),
     case("rv-unknown-keyword", lambda t: ed.Normal(0., 1., sclae=2., name="x"), TypeError,
          r"sclae"),
     case("rv-string-parameter", lambda t: ed.Normal("zero", 1., name="x"), TypeError,
@@ -918,3 +925,17 @@ def test_init_inside_the_support_starts_where_given():
   chol = np.linalg.cholesky(np.array([[1., .3, .1], [.3, 1., .2], [.1, .2, 1.]], np.float32))
   target = ed.make_target(correlation_model, observed=OBS)
   assert parse_init(target, {"L": chol}, chains=1).shape == (1, 3)
+
+
+def test_a_log_joint_at_values_off_the_support_is_not_an_error():
+  # The value= check is for a user's own constructor call: a log joint (a
+  # tracer sets the values) at a point outside the support stays -inf or
+  # NaN, as in Edward2.
+  def model():
+    s = ed.HalfNormal(1., name="s")
+    return ed.Normal(0., s, name="y")
+
+  value = ed.make_log_joint_fn(model)(s=-1., y=0.)
+  assert not np.isfinite(value.numpy())
+  with pytest.raises(ValueError, match="value= given to random variable 's'"):
+    ed.HalfNormal(1., value=-1., name="s")

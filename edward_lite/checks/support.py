@@ -65,6 +65,7 @@ import tensorflow_probability as tfp
 # ``support_text`` stays importable from here (``__all__``).
 from edward_lite.checks.continuous_support import UNEVALUATED, bijector_failure, support_text
 from edward_lite.checks.discrete_support import DISCRETE, discrete_failure
+from edward_lite.language import distributions
 from edward_lite.language.bijectors import support_bijector
 
 __all__ = ["check_observed_support", "support_text"]
@@ -74,7 +75,8 @@ tfd, tfb = tfp.distributions, tfp.bijectors
 _WRAPPERS = (tfd.Independent, tfd.Sample, tfd.BatchReshape, tfd.BatchBroadcast)
 
 
-def check_observed_support(name, distribution, value, random=None):
+def check_observed_support(name, distribution, value, random=None,
+                           what="Observed value of random variable"):
   """Raises ``ValueError`` if ``value`` lies outside ``distribution``'s support.
 
   Args:
@@ -101,7 +103,7 @@ def check_observed_support(name, distribution, value, random=None):
 
   failure = _failure(name, distribution, value, array, random or (lambda fn: False))
   if failure is not None:
-    _raise(name, type(distribution).__name__, array, *failure)
+    _raise(name, type(distribution).__name__, array, *failure, what=what)
 
 
 def _failure(name, distribution, value, array, random):
@@ -227,7 +229,8 @@ def _log_prob_failure(name, dist, value, array, random):
 _UNITS = {0: "values", 1: "vectors", 2: "matrices"}
 
 
-def _raise(name, kind, array, expected, bad, event_ndims):
+def _raise(name, kind, array, expected, bad, event_ndims,
+           what="Observed value of random variable"):
   bad = np.asarray(bad, bool)
   count = int(np.count_nonzero(bad))
   if not count:
@@ -243,6 +246,15 @@ def _raise(name, kind, array, expected, bad, event_ndims):
   unit = _UNITS.get(event_ndims, f"rank-{event_ndims} events")
   where = f" at index {list(first)}" if first else ""
   raise ValueError(
-      f"Observed value of random variable '{name}' is outside the support of its {kind} "
+      f"{what} '{name}' is outside the support of its {kind} "
       f"distribution, which expects {expected}: {count} of {bad.size} {unit} are not, "
       f"the first{where} is {shown}.")
+
+
+def _check_given_value(name, distribution, value):
+  """``value=`` given to a random variable's constructor outside inference."""
+  check_observed_support(name or "(unnamed)", distribution, value,
+                         what="The value= given to random variable")
+
+
+distributions.VALUE_CHECKS.append(_check_given_value)

@@ -14,11 +14,17 @@ import tensorflow_probability as tfp
 
 from edward_lite.language import dtypes, tfp_fixes
 from edward_lite.language.random_variable import RandomVariable
+from edward_lite.language import tracing
 from edward_lite.language.tracing import traceable
 
 tfd = tfp.distributions
 
-__all__ = ["make_random_variable", "as_random_variable", "CONSTRUCTORS"]
+__all__ = ["make_random_variable", "as_random_variable", "CONSTRUCTORS", "VALUE_CHECKS"]
+
+# Checks of a value given to a constructor by a direct call, each
+# ``check(name, distribution, value)`` raising on a value outside the support
+# (``edward_lite.checks.support`` adds its own when imported).
+VALUE_CHECKS = []
 
 _DOC = """Random variable with a `tfp.distributions.{cls}` distribution.
 
@@ -69,8 +75,13 @@ def make_random_variable(distribution_cls):
       raise type(e)(f"Random variable {label} ({distribution_cls.__name__}): {e}") from e
     if refuse is not None:  # parameters TFP gets wrong (tfp_fixes)
       refuse(name, distribution)
-    return RandomVariable(distribution, sample_shape=sample_shape, value=value,
-                          name=name)
+    rv = RandomVariable(distribution, sample_shape=sample_shape, value=value, name=name)
+    if value is not None and tracing.direct_call():
+      # A value the user gave outside inference: checked against the support
+      # as observed data are (VALUE_CHECKS, filled by edward_lite.checks).
+      for check in VALUE_CHECKS:
+        check(name, distribution, rv.value)
+    return rv
 
   constructor.__name__ = distribution_cls.__name__
   constructor.__qualname__ = distribution_cls.__name__

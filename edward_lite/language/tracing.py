@@ -118,9 +118,22 @@ def traceable(fn):
   @functools.wraps(fn)
   def traced(*args, **kwargs):
     with get_next_tracer() as tracer:
-      return tracer(fn, *args, **kwargs)
+      if tracer is _call:
+        return tracer(fn, *args, **kwargs)
+      _STACK.handling = getattr(_STACK, "handling", 0) + 1
+      try:
+        return tracer(fn, *args, **kwargs)
+      finally:
+        _STACK.handling -= 1
 
   return traced
+
+
+def direct_call():
+  """Whether the traceable call running now was made with no tracer on the
+  stack or handling a call (a user's own call, not one a tracer or an
+  inference run makes or handles)."""
+  return getattr(_STACK, "handling", 0) == 0 and len(_STACK.stack) == 1
 
 
 @contextlib.contextmanager
