@@ -167,6 +167,16 @@ def negative_scale_model():
   return ed.Normal(mu * tf.ones(3), -1., name="y")  # a constant scale outside its domain
 
 
+def grouped_frame_model(frame):
+  a = ed.Normal(tf.zeros(2), 1., name="a")
+  return ed.Normal(tf.gather(a, frame["g"]), 1., name="y")
+
+
+def _labels_frame():
+  pd = pytest.importorskip("pandas")
+  return pd.DataFrame({"g": ["a", "b", "a"], "x": [1., 2., 3.]})
+
+
 def logistic_labels(x):
   w = ed.Normal(0., 1., name="w")
   return ed.Bernoulli(logits=w * x, name="y")
@@ -408,6 +418,11 @@ CASES = [
          lambda t: ed.make_target(grouped_model, np.array(["a", "b", "a"]), observed=OBS),
          ValueError, r"its arguments: group: string \[3\] \(argument 'group' holds strings.*"
                      r"integer codes"),
+    # Issue 53, item 3: string labels in a DataFrame column, used as indices.
+    case("target-dataframe-string-labels-as-index",
+         lambda t: ed.make_target(grouped_frame_model, _labels_frame(), observed=OBS),
+         ValueError, r"\(column 'g' of argument 'frame' holds strings, [^()]*integer codes "
+                     r"with pandas\.factorize\(column\)\[0\]\)\.$"),
     case("target-argument-string-in-arithmetic",
          lambda t: ed.make_target(lambda x: ed.Normal(x * 2., 1., name="y"),
                                   np.array(["1", "2", "3"]), observed=OBS), (TypeError, ValueError),

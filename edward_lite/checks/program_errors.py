@@ -77,17 +77,38 @@ def _named_arguments(program, data):
 
 def strings_hint(program, data):
   """Words for string-valued array arguments (labels a user meant as
-  indices), which no numeric op takes; empty if there are none."""
-  names = [repr(n) for n, v in _named_arguments(program, data)
-           if tf.is_tensor(v) and v.dtype == tf.string
-           or isinstance(v, np.ndarray) and (v.dtype.kind in "US" or v.dtype.kind == "O"
-                                             and v.size and isinstance(v.flat[0], str))]
+  indices), which no numeric op takes, also a DataFrame's or a dict's
+  string columns (``df["g"]``); empty if there are none."""
+  names = [label for n, v in _named_arguments(program, data) for label in _strings(n, v)]
   if not names:
     return ""
-  which = (f"argument {names[0]} holds" if len(names) == 1 else
-           f"arguments {', '.join(names)} hold")
+  which = (f"{names[0]} holds" if len(names) == 1 else f"{', '.join(names)} hold")
   return (f" ({which} strings, which TensorFlow's math and indexing ops do not take: "
-          "convert them to numbers, labels to integer codes (pandas.factorize(column)[0])")
+          "convert them to numbers, labels to integer codes with "
+          "pandas.factorize(column)[0])")
+
+
+def _strings(name, value):
+  """Words for the parts of argument ``name`` that hold strings: the
+  argument itself, or its columns (a pandas DataFrame) or entries (a dict)."""
+  if _is_strings(value):
+    return [f"argument {name!r}"]
+  columns = getattr(value, "columns", None)
+  if columns is not None and hasattr(value, "__getitem__"):  # a pandas DataFrame
+    return [f"column {c!r} of argument {name!r}" for c in columns
+            if _is_strings(np.asarray(value[c]))]
+  if isinstance(value, dict):
+    return [f"entry {k!r} of argument {name!r}" for k, v in value.items() if _is_strings(v)]
+  return []
+
+
+def _is_strings(value):
+  if tf.is_tensor(value):
+    return value.dtype == tf.string
+  if not isinstance(value, np.ndarray):
+    return False
+  return value.dtype.kind in "US" or (value.dtype.kind == "O" and value.size > 0
+                                       and isinstance(value.flat[0], str))
 
 
 def integer_arguments(program, data, error):
