@@ -954,3 +954,16 @@ def test_a_log_joint_at_values_off_the_support_is_not_an_error():
   assert not np.isfinite(value.numpy())
   with pytest.raises(ValueError, match="value= given to random variable 's'"):
     ed.HalfNormal(1., value=-1., name="s")
+
+
+def test_a_sampler_keyword_misspelled_into_the_models_kwargs_warns(no_compiled_work):  # pylint: disable=redefined-outer-name
+  # Issue 53, item 5: draw=20 for a model taking **kwargs went to the model
+  # and 1000 draws ran; the call warns before any compiled work.
+  def model(**kwargs):
+    del kwargs
+    return ed.Normal(0., 1., name="x")
+
+  with pytest.warns(UserWarning, match=r"Keyword 'draw' goes to the model '[\w.<>]*model' .*"
+                                       r"did you mean draws=\?"):
+    with pytest.raises(CompiledWorkStarted):
+      ed.mcmc.sample(model, draw=20, chains=2, warmup=20, progress=False)
