@@ -123,3 +123,20 @@ def test_the_rising_elbo_rule_on_traces_with_a_known_answer():
   slight = flat + np.linspace(0., 3., 5000)  # 0.3 nats: below RISE_NATS
   assert fit_check.rising_note(slight) == ""
   assert fit_check.rising_note(flat[:50]) == ""  # too short to judge
+
+
+def test_an_absurd_learning_rate_ends_in_a_warning_that_names_it():
+  # Issue 53, item 6: the end-of-fit check raised "`log_weights` is -inf
+  # everywhere" naming neither the fit nor the learning rate.
+  def model(x):
+    w = ed.Normal(0., 1., name="w")
+    s = ed.HalfNormal(1., name="s")
+    return ed.Normal(w * x, s, name="y")
+
+  x = np.linspace(0., 1., 20).astype(np.float32)
+  with pytest.warns(RuntimeWarning, match=r"approximation is not a posterior.*every weight is "
+                                          r"zero.*lower the learning rate "
+                                          r"\(learning_rate=10000\)"):
+    result = ed.vi.fit(model, x, observed={"y": 2. * x}, steps=200, learning_rate=1e4, seed=0,
+                       progress=False)
+  assert not np.isfinite(result.elbo[-1])

@@ -40,15 +40,35 @@ def warn_if_untrusted(result, stacklevel=4):
 
 
 def _khat_note(result):
-  sample = result.importance()
+  name = getattr(result.family, "name", "variational program")
+  try:
+    sample = result.importance()
+  except ValueError as e:  # every importance weight zero: nothing to smooth
+    if "every weight is zero" not in str(e):
+      raise
+    return _zero_weights_note(result, name)
   draws = len(sample.log_weights)
   if sample.k_hat < psis.khat_threshold(draws):
     return ""
-  name = getattr(result.family, "name", "variational program")
   return (f"The fitted {name} approximation cannot be trusted as the posterior: "
           f"{psis.khat_message(sample.k_hat, draws)} Compare with ed.mcmc.sample, run more "
           "steps, start elsewhere (init='prior' or init= values near the posterior), or "
           "use a richer family.")
+
+
+def _zero_weights_note(result, name):
+  """The note for a fit whose every importance weight is zero: the model's
+  density is zero (or not finite) at every draw of the approximation."""
+  nonfinite = result.nonfinite or {}
+  skipped = nonfinite.get("skipped", 0)
+  rate = (result.settings or {}).get("learning_rate")
+  why = (f"{skipped} of {result.steps} steps were skipped for a non-finite ELBO or gradient, "
+         "so the optimizer diverged" if skipped else "the fit diverged")
+  lower = f" (learning_rate={rate:g})" if isinstance(rate, (int, float)) else ""
+  return (f"The fitted {name} approximation is not a posterior: the model's density is zero "
+          f"or not finite at every one of its importance draws (every weight is zero); "
+          f"{why}: lower the learning rate{lower}, start elsewhere (init=), or check the "
+          "model at the ELBO's first skipped step.")
 
 
 def rising_note(elbo):
