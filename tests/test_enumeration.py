@@ -144,7 +144,9 @@ def test_assignments_are_drawn_with_their_conditional_probabilities():
   assert np.all(np.abs(z.mean(axis=(0, 1)) - exact) < 5 * se)
   assert 0.2 < exact.min() or exact.min() < 0.05  # some points are clear-cut
   summary = post.summary()
-  assert "z[0]" in summary.index and "w" in summary.index
+  # The summed-out assignments only when asked for (issue 53, item 10).
+  assert "w" in summary.index and "z[0]" not in summary.index
+  assert "z[0]" in post.summary(var_names=["z"]).index
 
 
 def change_point(t_len):

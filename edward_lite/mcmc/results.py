@@ -146,9 +146,12 @@ class MCMCResult:
     Args:
       var_names, filter_vars: the variables shown, as ArviZ's: a name or a
         list (``"~name"`` excludes), matched exactly, ``"like"`` (substring)
-        or by ``"regex"``.  The warnings always cover every variable (but
-        the summed-out discrete latents, drawn from their conditional
-        posterior at each draw).
+        or by ``"regex"``.  By default the program's variables as written,
+        latents first: ``ed.reparameterize``'s ``x_noncentred`` shown as
+        ``x``, summed-out discrete latents left out; name them to see them.
+        The warnings always cover every variable (but the summed-out
+        discrete latents, drawn from their conditional posterior at each
+        draw).
       hdi_prob: adds ``hdi_low`` / ``hdi_high`` columns, the highest-density
         interval of this probability (needs kept draws).
       round_to: decimals of every value.
@@ -176,7 +179,12 @@ class MCMCResult:
     # conditional posterior: their mixing is the continuous latents', and the
     # ESS of a nearly constant indicator says nothing about it.
     unchecked = set(getattr(self.target, "enumerated_names", ()))
-    keep = set(select_names(names, var_names, filter_vars))
+    if var_names is None and filter_vars is None:
+      order = self._user_order(names, unchecked)
+    else:
+      order = [n for n in names if n in set(select_names(names, var_names, filter_vars))]
+    keep = set(order)
+    rows = {}
     columns = COLUMNS + (("hdi_low", "hdi_high") if hdi_prob is not None else ())
     for name in names:
       if name in unchecked and name not in keep:
@@ -195,12 +203,31 @@ class MCMCResult:
       for index in np.ndindex(*stats["mean"].shape):
         label = name + (f"[{','.join(map(str, index))}]" if index else "")
         if name in keep:
-          shown.append((label, {c: float(stats[c][index]) for c in columns}))
+          rows.setdefault(name, []).append((label, {c: float(stats[c][index]) for c in columns}))
         if name not in unchecked:
           checked.append((label, {k: float(v[index]) for k, v in stats.items()}))
           keys.append((name, index))
+    shown = [row for name in order for row in rows.get(name, [])]
     return Summary(shown, notes.notes(self, checked, keys), columns=columns,
                    round_to=round_to, header=self._methods())
+
+  def _user_order(self, names, enumerated):
+    """The variables a summary shows by default, in this order: the
+    program's latents as the user wrote them (``ed.reparameterize``'s
+    ``x_noncentred`` replaced by ``x`` where its draws are kept), then its
+    other deterministic values; not the summed-out discrete latents
+    (``enumerated``) nor the auxiliaries whose original is shown."""
+    program = self.target.program
+    originals = getattr(program, "original_names", None)
+    auxiliary = {v: k for k, v in (originals(self.target.names) if originals else {}).items()}
+    order = []
+    for name in self.target.names:
+      if name in enumerated:
+        continue
+      original = auxiliary.get(name)
+      order.append(original if original in names else name)
+    return order + [n for n in names if n not in order and n not in auxiliary and
+                    n not in enumerated]
 
   def _methods(self):
     """The header lines that say how the columns were estimated, where not
