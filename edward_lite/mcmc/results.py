@@ -14,6 +14,7 @@ from edward_lite.analysis.summary import COLUMNS, Summary, hdi, present, select_
 from edward_lite.mcmc import base, metric, notes, streaming
 from edward_lite.runtime import persistence, seeds
 from edward_lite.runtime.deprecation import RenamedKeys, renamed_keywords
+from edward_lite.language.reparameterize import NONCENTRED_SUFFIX
 
 __all__ = ["MCMCResult", "Summary"]
 
@@ -217,9 +218,13 @@ class MCMCResult:
     ``x_noncentred`` replaced by ``x`` where its draws are kept), then its
     other deterministic values; not the summed-out discrete latents
     (``enumerated``) nor the auxiliaries whose original is shown."""
-    program = self.target.program
-    originals = getattr(program, "original_names", None)
-    auxiliary = {v: k for k, v in (originals(self.target.names) if originals else {}).items()}
+    try:
+      originals = getattr(self.target.program, "original_names", None)
+      originals = originals(self.target.names) if originals else {}
+    except ValueError:  # a result loaded without its model: by the auxiliaries' names
+      originals = {n[:-len(NONCENTRED_SUFFIX)]: n for n in self.target.names
+                   if n.endswith(NONCENTRED_SUFFIX)}
+    auxiliary = {v: k for k, v in originals.items()}
     order = []
     for name in self.target.names:
       if name in enumerated:
