@@ -75,8 +75,8 @@ def _segments(xs, state, split_at):
     second = i >= split_at
     j, acc = tf.while_loop(lambda j, _: j < end,
                            lambda j, acc: (j + 1, streaming.accumulate(acc, xs[j])),
-                           (i, streaming.run_begin(s, second, xs[i])))
-    return j, streaming.stream_close(streaming.run_end(s, acc, second, j - i))
+                           (i, streaming.run_begin(s, xs[i])))
+    return j, streaming.stream_close(streaming.run_end(s, acc, second))
 
   return tf.while_loop(lambda i, _: i < n, segment, (0, state))[1]
 

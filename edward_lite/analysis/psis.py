@@ -48,8 +48,13 @@ import math
 
 import numpy as np
 
-__all__ = ["fit_generalized_pareto", "psis", "psis_expectation",
+__all__ = ["ZeroWeightsError", "fit_generalized_pareto", "psis", "psis_expectation",
            "importance_ess", "khat_threshold", "khat_message"]
+
+
+class ZeroWeightsError(ValueError):
+  """Every log importance weight is ``-inf``: there is nothing to smooth."""
+
 
 MIN_DRAWS = 2
 MIN_TAIL = 5        # fewer tail draws than this: no GPD fit, k_hat = inf
@@ -81,7 +86,7 @@ def _check_log_weights(log_weights):
   if np.isposinf(lw).any():
     raise ValueError("`log_weights` contains +inf, an infinite importance ratio.")
   if np.isneginf(lw).all():
-    raise ValueError("`log_weights` is -inf everywhere, so every weight is zero.")
+    raise ZeroWeightsError("`log_weights` is -inf everywhere, so every weight is zero.")
   return lw
 
 

@@ -63,6 +63,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 # ``support_text`` stays importable from here (``__all__``).
+from edward_lite.checks.constant_parameters import WRAPPERS
 from edward_lite.checks.continuous_support import UNEVALUATED, bijector_failure, support_text
 from edward_lite.checks.discrete_support import DISCRETE, discrete_failure
 from edward_lite.language import distributions
@@ -72,7 +73,6 @@ __all__ = ["check_observed_support", "support_text"]
 
 tfd, tfb = tfp.distributions, tfp.bijectors
 
-_WRAPPERS = (tfd.Independent, tfd.Sample, tfd.BatchReshape, tfd.BatchBroadcast)
 
 
 def check_observed_support(name, distribution, value, random=None,
@@ -190,7 +190,7 @@ def _unwrap(dist):
   bounds cannot be broadcast against it.
   """
   steps, aligned = [], True
-  while isinstance(dist, _WRAPPERS):
+  while isinstance(dist, WRAPPERS):
     if isinstance(dist, (tfd.Sample, tfd.BatchReshape)):
       aligned = False
     dist = dist.distribution

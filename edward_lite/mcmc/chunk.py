@@ -209,9 +209,8 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
       j, kstate, dual_avg, moments, kadapt, acc, buffers, totals = tf.while_loop(
           lambda j, *_: j < end, lambda *v: body(*v, transition),
           (i, kstate, dual_avg, moments, kadapt,
-           streaming.run_begin(stream, second_half, shift), buffers, totals))
-      stream = streaming.stream_close(streaming.run_end(
-          stream, acc, second_half, tf.where(sampling, j - i, 0)))
+           streaming.run_begin(stream, shift), buffers, totals))
+      stream = streaming.stream_close(streaming.run_end(stream, acc, second_half))
       return j, kstate, dual_avg, moments, kadapt, stream, buffers, totals
 
     return tf.while_loop(lambda i, *_: i < last, segment, (i,) + carry)

@@ -93,7 +93,7 @@ def stream_update(state, x, second_half):
 def stream_add(state, x, second_half):
   """Adds ``x [C, D]`` to the moments of its half and to the current batch;
   ``stream_close`` must follow before the batch is over-full."""
-  return run_end(state, accumulate(run_begin(state, second_half, x), x), second_half, 1)
+  return run_end(state, accumulate(run_begin(state, x), x), second_half)
 
 
 Accumulator = collections.namedtuple("Accumulator", ["count", "shift", "s1", "s2"])
@@ -111,12 +111,11 @@ within a few posterior sds), so the subtraction loses no more than a few
 float64 digits."""
 
 
-def run_begin(state, second_half, shift):
-  """The accumulator for draws of one half (``second_half`` a bool Tensor),
-  shifted by ``shift [C, D]`` (the chains' current draws)."""
+def run_begin(state, shift):
+  """An empty accumulator shifted by ``shift [C, D]`` (the chains' current
+  draws), in the state's dtype; ``run_end`` says which half it was."""
   shift = tf.cast(shift, state.partial.dtype)
   zeros = tf.zeros_like(shift)
-  del second_half  # the run's half is applied by run_end
   return Accumulator(tf.zeros([], shift.dtype), shift, zeros, zeros)
 
 
@@ -126,10 +125,10 @@ def accumulate(acc, x):
   return Accumulator(acc.count + 1., acc.shift, acc.s1 + d, acc.s2 + d * d)
 
 
-def run_end(state, acc, second_half, n):
-  """Merges an accumulator that took ``n`` draws (an int Tensor, equal to
-  ``acc.count``) of one half into the state; the run must not have crossed
-  a batch end (``stream_close`` follows)."""
+def run_end(state, acc, second_half):
+  """Merges an accumulator of draws of one half (``second_half`` a bool
+  Tensor) into the state; the run must not have crossed a batch end
+  (``stream_close`` follows)."""
   half = tf.cast(second_half, tf.int32)
   h = state.halves
   count_a, mean_a, m2_a = tf.gather(h.count, half), tf.gather(h.mean, half), tf.gather(h.m2, half)
@@ -148,7 +147,8 @@ def run_end(state, acc, second_half, n):
       tf.tensor_scatter_nd_update(h.mean, index, mean[None]),
       tf.tensor_scatter_nd_update(h.m2, index, m2[None]))
   partial = state.partial + acc.s1 + count_b * acc.shift
-  return state._replace(halves=halves, partial=partial, in_batch=state.in_batch + n)
+  return state._replace(halves=halves, partial=partial,
+                        in_batch=state.in_batch + tf.cast(count_b, tf.int32))
 
 
 def stream_close(state):

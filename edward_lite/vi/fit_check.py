@@ -43,9 +43,7 @@ def _khat_note(result):
   name = getattr(result.family, "name", "variational program")
   try:
     sample = result.importance()
-  except ValueError as e:  # every importance weight zero: nothing to smooth
-    if "every weight is zero" not in str(e):
-      raise
+  except psis.ZeroWeightsError:
     return _zero_weights_note(result, name)
   draws = len(sample.log_weights)
   if sample.k_hat < psis.khat_threshold(draws):
