@@ -7,13 +7,13 @@ Susceptible, infected and recovered fractions of a population of 1000 follow
 from ``(S, I, R) = (0.99, 0.01, 0)``; the number infected on day ``d``,
 ``1000 I(d)``, is observed with negative-binomial noise of concentration
 ``phi`` (the form of the Stan case study of Grinsztajn et al. 2021; new
-cases ``1000 (S(d-1) - S(d))`` lose their digits to cancellation in float32
-wherever S barely changes, and the sampler then flails in the tails).
-Forty days are simulated with beta = 0.6, gamma = 0.2, phi = 10 (seed 1),
-and the program solves the ODE with
-``ed.ode.solve`` (Dormand-Prince 5(4), rtol = 1e-6, atol = 1e-20, forward
-sensitivities) for NUTS, 4 chains x 1000 draws after 1000 warmup, compiled
-with XLA.
+cases per day would be ``-ed.ode.solve(..., increments=True)[:, 0]``:
+``1000 (S(d-1) - S(d))`` of float32 states loses digits wherever S barely
+changes).  Forty days are simulated with beta = 0.6, gamma = 0.2, phi = 10
+(seed 1), and the program solves the ODE with ``ed.ode.solve`` at its
+defaults (Dormand-Prince 5(4), rtol = 1e-6, atol = 1e-20, forward
+sensitivities, which reach the rates the right-hand side reads by name)
+for NUTS, 4 chains x 1000 draws after 1000 warmup, compiled with XLA.
 
 The reference is computed another way: quadrature on a log-spaced grid of
 (beta, gamma, phi), each point's solution by a NumPy fixed-step RK4 (10
@@ -40,13 +40,6 @@ POPULATION, DAYS = 1000., 40
 Y0 = np.array([0.99, 0.01, 0.], np.float32)
 
 
-def sir(t, y, beta, gamma):
-  """dy/dt of the SIR model; y = (S, I, R) fractions."""
-  del t
-  infection = beta * y[0] * y[1]
-  return tf.stack([-infection, infection - gamma * y[1], gamma * y[1]])
-
-
 def sir_model(days):
   """beta ~ LogNormal(log 0.5, 0.5), gamma ~ LogNormal(log 0.2, 0.5),
   phi ~ Exponential(0.1); cases_d ~ NegBinomial(mean 1000 I(d),
@@ -54,13 +47,18 @@ def sir_model(days):
   beta = ed.LogNormal(np.log(0.5), 0.5, name="beta")
   gamma = ed.LogNormal(np.log(0.2), 0.5, name="gamma")
   phi = ed.Exponential(0.1, name="phi")
-  # Error control relative to I however small it gets (atol far below any
-  # I): in the tails, where the epidemic dies out, log(1000 I) is the
-  # likelihood.  With atol = 1e-6 (the default) such I are solved to an
-  # absolute 1e-6 only, the log density there is noise of several nats, and
-  # warmup took 345 gradients a draw without finding the posterior
-  # (RESULTS section 31).
-  path = ed.ode.solve(sir, Y0, days, args=(beta, gamma), atol=1e-20)  # [40, 3]
+
+  def sir(t, y):
+    """dy/dt of the SIR model; y = (S, I, R) fractions; the rates read by name."""
+    del t
+    infection = beta * y[0] * y[1]
+    return tf.stack([-infection, infection - gamma * y[1], gamma * y[1]])
+
+  # The default atol (1e-20) controls I's error relative to I however small
+  # it gets: log(1000 I) is the likelihood, and in the tails, where the
+  # epidemic dies out, an I solved to an absolute 1e-6 (Stan's default)
+  # makes it noise of several nats (RESULTS sections 31 and 54).
+  path = ed.ode.solve(sir, Y0, days)  # [40, 3]
   mean = tf.maximum(POPULATION * path[:, 1], 1e-6)
   return ed.NegativeBinomial(total_count=phi, logits=tf.math.log(mean) - tf.math.log(phi),
                              name="cases")

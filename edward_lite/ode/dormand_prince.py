@@ -18,7 +18,9 @@ The step is accepted when ``err <= 1``; either way the next step is
 
 Output at requested times uses the fourth-order dense output of the pair:
 the quartic through ``y``, ``y'``, the midpoint ``y + h sum_s m_s k_s`` and
-the slopes ``k_1``, ``k_7`` (the interpolant of TFP's ``DormandPrince``).
+the slopes ``k_1``, ``k_7`` (the interpolant of TFP's ``DormandPrince``),
+written as ``y + p(x)`` with ``p``'s coefficients from the increments, so
+that ``increments=True`` (``edward_lite.ode.increments``) sums them alone.
 Every accepted step from ``t`` to ``t + h`` fills the outputs at times in
 ``(t, t + h]``, so the output grid does not shorten the steps.
 
@@ -34,6 +36,8 @@ is not finite ends early and reports ``ok = False``.
 
 import numpy as np
 import tensorflow as tf
+
+from edward_lite.ode import increments as increments_lib
 
 __all__ = ["solve", "A", "B", "B_ERROR", "B_MID", "C"]
 
@@ -91,7 +95,7 @@ def initial_step(fn, t0, y0, f0, t_end, rtol, atol):
   return tf.where(tf.math.is_finite(h) & (h > 0.), h, t_end - t0)
 
 
-def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None):
+def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None, increments=False):
   """The solution at ``times`` of ``dy/dt = fn(t, y)``, ``y(t0) = y0``.
 
   Args:
@@ -105,6 +109,8 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None):
     max_steps: Python int, the most attempted steps.
     state_fn: for an augmented state, ``(t, y [n]) -> dy/dt [n]`` (the
       states' right-hand side alone, for the starting step).
+    increments: return ``y(times[j]) - y(times[j-1])`` (row 0 from ``t0``)
+      summed from the steps (``edward_lite.ode.increments``), not states.
 
   Returns:
     ``(ys [T, n] (or [T, n, k]), ok, steps)``: the states at ``times`` (unfilled rows are
@@ -114,7 +120,8 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None):
   dtype = y0.dtype
   t_end = times[-1]
   before = tf.reshape(times <= t0, [-1] + [1] * y0.shape.rank)
-  out0 = tf.where(before, y0[None], tf.constant(np.nan, dtype))
+  out0 = tf.where(before, tf.zeros_like(y0)[None] if increments else y0[None],
+                  tf.constant(np.nan, dtype))
   f0 = fn(t0, y0)
   if y0.shape.rank == 2:
     h0 = initial_step(state_fn, t0, y0[:, 0], f0[:, 0], t_end, rtol, atol)
@@ -122,39 +129,45 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None):
     h0 = initial_step(fn, t0, y0, f0, t_end, rtol, atol)
   h0 = tf.stop_gradient(h0)
 
-  def cond(t, y, f, h, out, failed):
-    del y, f, h, out
+  def cond(t, y, f, h, out, acc, failed):
+    del y, f, h, out, acc
     return (t < t_end) & ~failed
 
-  def body(t, y, f, h, out, failed):
+  def body(t, y, f, h, out, acc, failed):
     h = tf.minimum(h, t_end - t)
     ks = [f]
     for s in range(1, 7):
       ks.append(fn(t + C[s] * h, y + h * _combine(A[s], ks)))
-    y_new = y + h * _combine(B[:6], ks[:6])  # equals the 7th stage's argument
+    delta = h * _combine(B[:6], ks[:6])
+    y_new = y + delta  # equals the 7th stage's argument
     err = tf.stop_gradient(_error_norm(h * _combine(B_ERROR, ks), y, y_new, rtol, atol))
     finite = tf.math.is_finite(err)
     accept = finite & (err <= 1.)
     factor = tf.where(finite, tf.clip_by_value(
         SAFETY * tf.pow(tf.maximum(err, 1e-10), -0.2), MIN_FACTOR, MAX_FACTOR), MIN_FACTOR)
     t_new = t + h
-    # Dense output on (t, t + h]: the quartic through y, y_mid, y_new, f, k7.
-    y_mid = y + h * _combine(B_MID, ks)
+    # Dense output on (t, t + h]: y(t + x h) - y(t) = p(x), the quartic
+    # through 0, the midpoint's and the step's increments, and the slopes f,
+    # k7 (its coefficients from increments, not states: nothing cancels).
+    delta_mid = h * _combine(B_MID, ks)
     f_new = ks[6]
-    a = -2. * h * f + 2. * h * f_new - 8. * y - 8. * y_new + 16. * y_mid
-    b = 5. * h * f - 3. * h * f_new + 18. * y + 14. * y_new - 32. * y_mid
-    c = -4. * h * f + h * f_new - 11. * y - 5. * y_new + 16. * y_mid
+    a = -2. * h * f + 2. * h * f_new - 8. * delta + 16. * delta_mid
+    b = 5. * h * f - 3. * h * f_new + 14. * delta - 32. * delta_mid
+    c = -4. * h * f + h * f_new - 5. * delta + 16. * delta_mid
     fill = tf.reshape(accept & (times > t) & (times <= t_new), [-1] + [1] * y.shape.rank)
     # x in (0, 1] where filled, 0 elsewhere: a huge x outside the step would
     # give inf * 0 = NaN in the reverse-mode gradient of the unselected branch.
     x = tf.where(fill, tf.reshape(tf.stop_gradient((times - t) / h), fill.shape), 0.)
-    interp = (((a * x + b) * x + c) * x + h * f) * x + y
-    out = tf.where(fill, interp, out)
+    p = (((a * x + b) * x + c) * x + h * f) * x
+    if increments:
+      out, acc = increments_lib.fill(out, acc, fill, p, delta, accept)
+    else:
+      out = tf.where(fill, p + y, out)
     t_next = tf.where(accept, t_new, t)
     h_next = tf.stop_gradient(h * factor)
     failed = h_next <= 1e-12 * tf.maximum(tf.abs(t_next), 1.)
     return (t_next, tf.where(accept, y_new, y), tf.where(accept, f_new, f), h_next, out,
-            failed)
+            acc, failed)
 
   steps = tf.constant(0)
 
@@ -165,8 +178,9 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps, state_fn=None):
   def counted_body(i, *state):
     return (i + 1,) + tuple(body(*state))
 
-  steps, t, y, _, _, out, failed = tf.while_loop(
-      counted_cond, counted_body, (steps, t0, y0, f0, h0, out0, tf.constant(False)),
+  steps, t, y, _, _, out, _, failed = tf.while_loop(
+      counted_cond, counted_body,
+      (steps, t0, y0, f0, h0, out0, tf.zeros_like(y0), tf.constant(False)),
       maximum_iterations=max_steps, name="edward_lite_ode_dormand_prince")
   ok = (t >= t_end) & ~failed & tf.reduce_all(tf.math.is_finite(out))
   del y

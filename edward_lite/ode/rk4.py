@@ -19,9 +19,11 @@ import tensorflow as tf
 __all__ = ["solve"]
 
 
-def solve(fn, y0, times, t0, steps_per_unit):
+def solve(fn, y0, times, t0, steps_per_unit, increments=False):
   """``(ys [T, n], ok)`` of ``dy/dt = fn(t, y)`` (see the module docstring);
-  ``times`` must have known values."""
+  ``times`` must have known values.  With ``increments``, row ``j`` is
+  ``y(times[j]) - y(times[j-1])`` (row 0 from ``t0``), the steps'
+  increments summed between output times."""
   grid = tf.get_static_value(times)
   start = tf.get_static_value(t0)
   if grid is None or start is None:
@@ -41,15 +43,21 @@ def solve(fn, y0, times, t0, steps_per_unit):
     marks[-1] = j - 1
   dtype = y0.dtype
 
-  def step(y, th):
+  def step(carry, th):
+    y, since, ended = carry  # since: the increment since the last output
     t, h = th[0], th[1]
     k1 = fn(t, y)
     k2 = fn(t + h / 2, y + h / 2 * k1)
     k3 = fn(t + h / 2, y + h / 2 * k2)
     k4 = fn(t + h, y + h * k3)
-    return y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    delta = h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return y + delta, since * (1. - ended) + delta, th[2]
 
-  path = tf.scan(step, tf.constant(np.stack([ts, hs], 1), dtype), initializer=y0)
   ends = np.flatnonzero(np.asarray(marks) >= 0)
+  grid = np.stack([ts, hs, np.asarray(marks) >= 0], 1)
+  path, since, _ = tf.scan(step, tf.constant(grid, dtype),
+                           initializer=(y0, tf.zeros_like(y0), tf.constant(0., dtype)))
+  if increments:
+    path = since
   ys = tf.gather(path, ends)
   return ys, tf.reduce_all(tf.math.is_finite(ys))

@@ -59,6 +59,7 @@ import numpy as np
 import tensorflow as tf
 
 from edward_lite.ode import dormand_prince
+from edward_lite.ode import increments as increments_lib
 
 __all__ = ["solve", "GAMMA"]
 
@@ -83,7 +84,8 @@ def jacobian(fn, t, y):
 
 
 def step(fn, t, y, f, j_y, j_t, h):
-  """One Rodas3 step: ``(y', e)``."""
+  """One Rodas3 step: ``(y', e, y' - y)`` (the increment summed from the
+  stages, not subtracted)."""
   n = int(y.shape[0])
   w_inv = tf.linalg.inv(tf.eye(n, dtype=y.dtype) / (GAMMA * h) - j_y)
 
@@ -93,12 +95,12 @@ def step(fn, t, y, f, j_y, j_t, h):
   k1 = solve_w(f + (0.5 * h) * j_t)
   k2 = solve_w(f + (4. / h) * k1 + (1.5 * h) * j_t)
   k3 = solve_w(fn(t + h, y + 2. * k1) + (k1 - k2) / h)
-  y4 = y + 2. * k1 + k3
-  k4 = solve_w(fn(t + h, y4) + (k1 - k2 - (8. / 3.) * k3) / h)
-  return y4 + k4, k4
+  k4 = solve_w(fn(t + h, y + 2. * k1 + k3) + (k1 - k2 - (8. / 3.) * k3) / h)
+  delta = 2. * k1 + k3 + k4
+  return y + delta, k4, delta
 
 
-def solve(fn, y0, times, t0, rtol, atol, max_steps):
+def solve(fn, y0, times, t0, rtol, atol, max_steps, increments=False):
   """The solution at ``times`` of ``dy/dt = fn(t, y)``, ``y(t0) = y0``.
 
   Args:
@@ -108,6 +110,7 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps):
     t0: scalar, the initial time.
     rtol, atol: scalar tolerances.
     max_steps: Python int, the most attempted steps.
+    increments: as ``dormand_prince.solve``'s.
 
   Returns:
     ``(ys [T, n], ok, steps)`` as ``dormand_prince.solve``.
@@ -115,17 +118,18 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps):
   dtype = y0.dtype
   t_end = times[-1]
   before = tf.reshape(times <= t0, [-1, 1])
-  out0 = tf.where(before, y0[None], tf.constant(np.nan, dtype))
+  out0 = tf.where(before, tf.zeros_like(y0)[None] if increments else y0[None],
+                  tf.constant(np.nan, dtype))
   j0, jt0, f0 = jacobian(fn, t0, y0)
   h0 = tf.stop_gradient(dormand_prince.initial_step(fn, t0, y0, f0, t_end, rtol, atol))
 
-  def cond(i, t, y, f, j_y, j_t, h, out, failed):
-    del i, y, f, j_y, j_t, h, out
+  def cond(i, t, y, f, j_y, j_t, h, out, acc, failed):
+    del i, y, f, j_y, j_t, h, out, acc
     return (t < t_end) & ~failed
 
-  def body(i, t, y, f, j_y, j_t, h, out, failed):
+  def body(i, t, y, f, j_y, j_t, h, out, acc, failed):
     h = tf.minimum(h, t_end - t)
-    y_new, e = step(fn, t, y, f, j_y, j_t, h)
+    y_new, e, delta = step(fn, t, y, f, j_y, j_t, h)
     err = tf.stop_gradient(_error_norm(e, y, y_new, rtol, atol))
     finite = tf.math.is_finite(err) & tf.reduce_all(tf.math.is_finite(y_new))
     accept = finite & (err <= 1.)
@@ -136,21 +140,27 @@ def solve(fn, y0, times, t0, rtol, atol, max_steps):
     # A rejected step's y_new may be NaN: evaluate at y then (its result unused).
     y_eval = tf.where(accept, y_new, y)
     j_new, jt_new, f_new = jacobian(fn, t_new, y_eval)
-    # The cubic Hermite interpolant on (t, t + h].
+    # The cubic Hermite interpolant on (t, t + h], as y(t + x h) - y(t) = p(x).
     fill = tf.reshape(accept & (times > t) & (times <= t_new), [-1, 1])
     x = tf.where(fill, tf.reshape(tf.stop_gradient((times - t) / h), [-1, 1]), 0.)
     x2, x3 = x * x, x * x * x
-    interp = ((2. * x3 - 3. * x2 + 1.) * y + (x3 - 2. * x2 + x) * (h * f)
-              + (3. * x2 - 2. * x3) * y_eval + (x3 - x2) * (h * f_new))
-    out = tf.where(fill, interp, out)
+    delta = tf.where(accept, delta, tf.zeros_like(delta))  # NaN-free, as y_eval
+    p = ((3. * x2 - 2. * x3) * delta + (x3 - 2. * x2 + x) * (h * f)
+         + (x3 - x2) * (h * f_new))
+    if increments:
+      out, acc = increments_lib.fill(out, acc, fill, p, delta, accept)
+    else:
+      out = tf.where(fill, p + y, out)
     t_next = tf.where(accept, t_new, t)
     h_next = tf.stop_gradient(h * factor)
     failed = h_next <= 1e-12 * tf.maximum(tf.abs(t_next), 1.)
     return (i + 1, t_next, y_eval, tf.where(accept, f_new, f),
-            tf.where(accept, j_new, j_y), tf.where(accept, jt_new, j_t), h_next, out, failed)
+            tf.where(accept, j_new, j_y), tf.where(accept, jt_new, j_t), h_next, out, acc,
+            failed)
 
-  steps, t, _, _, _, _, _, out, failed = tf.while_loop(
-      cond, body, (tf.constant(0), t0, y0, f0, j0, jt0, h0, out0, tf.constant(False)),
+  steps, t, _, _, _, _, _, out, _, failed = tf.while_loop(
+      cond, body,
+      (tf.constant(0), t0, y0, f0, j0, jt0, h0, out0, tf.zeros_like(y0), tf.constant(False)),
       maximum_iterations=max_steps, name="edward_lite_ode_rodas3")
   ok = (t >= t_end) & ~failed & tf.reduce_all(tf.math.is_finite(out))
   return out, ok, steps

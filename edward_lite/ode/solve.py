@@ -4,8 +4,10 @@
 
 solves ``dy/dt = fn(t, y, *args)``, ``y(t0) = y0``, and returns
 ``ys[j] = y(times[j])``, ``[T, *y0.shape]``.  ``y0`` and ``args`` may be
-computed from random variables: the solution is differentiable with respect
-to both (``tf.GradientTape``, NUTS, VI): forward sensitivities stepped with
+computed from random variables, and ``fn`` may close over them (a latent
+read by name, as TFP's and NumPyro's ODE examples write it): the solution
+is differentiable with respect to all of them (``tf.GradientTape``, NUTS,
+VI): forward sensitivities stepped with
 the states (``edward_lite.ode.sensitivities``), or reverse mode through the
 solver's loop (``edward_lite.ode.dormand_prince``).  Stiff systems take
 ``method="rodas3"``, a Rosenbrock method (``edward_lite.ode.rosenbrock``),
@@ -35,9 +37,13 @@ METHODS = ("rk45", "rodas3", "rk4")
 
 SENSITIVITIES = ("forward", "reverse")
 
+# The most numbers fn may close over (beyond args) for forward sensitivities;
+# past it, or when fn reads a variable, "rk45" is differentiated in reverse mode.
+MAX_CAPTURED = 64
 
-def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
-          method="rk45", steps_per_unit=None, sensitivity=None):
+
+def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-20, max_steps=1000,
+          method="rk45", steps_per_unit=None, sensitivity=None, increments=False):
   """The solution of ``dy/dt = fn(t, y, *args)``, ``y(t0) = y0``, at ``times``.
 
   Args:
@@ -52,10 +58,14 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
     t0: the initial time (default 0).
     rtol, atol: relative and absolute tolerances of the adaptive methods
       (``"rk45"``, ``"rodas3"``): a step is accepted when the RMS over
-      components of ``error_i / (atol + rtol |y_i|)`` is at most 1.  When the log of a
-      state enters the likelihood, set ``atol`` far below its smallest
-      value (e.g. 1e-20): at 1e-6 a state that decays to 1e-20 is only
-      solved to 1e-6, and its log is noise (RESULTS section 31).
+      components of ``error_i / (atol + rtol |y_i|)`` is at most 1.  The
+      default ``atol`` (1e-20) makes the control relative to every state
+      however small it gets: at Stan's 1e-6 a state that decays below 1e-6
+      is solved to 1e-6 absolutely, a likelihood that takes its log (an
+      infected count, a concentration with log-normal error) is noise
+      there, and NUTS started in such a tail runs at its maximum tree
+      depth for most of warmup (an SIR epidemic: 4 x (500 + 500) draws in
+      31 s at 1e-20 against 75-130 s at 1e-6; RESULTS section 54).
     max_steps: the most attempted steps (accepted or rejected) of
       ``"rk45"`` and ``"rodas3"``; past it the solve fails (NaN states).
     method: ``"rk45"`` (Dormand-Prince 5(4) with error control, dense output;
@@ -71,16 +81,28 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
     steps_per_unit: the steps per unit time of ``"rk4"`` (required there).
     sensitivity: how ``"rk45"`` is differentiated: ``"forward"`` (its default;
       sensitivities integrated with the states, ``edward_lite.ode.sensitivities``;
-      gradients reach ``y0`` and the floating Tensors of ``args`` only, so
-      pass every latent-dependent value ``fn`` reads through ``args``) or
-      ``"reverse"`` (reverse mode through the solver's loop; also reaches
-      values ``fn`` closes over).  ``"rodas3"`` is differentiated in reverse
+      they reach ``y0``, the floating Tensors of ``args`` and those ``fn``
+      closes over -- a latent of the enclosing program read by name --
+      found by tracing ``fn`` once; when ``fn`` closes over more than
+      ``MAX_CAPTURED`` numbers or reads a ``tf.Variable``, the solve is
+      differentiated in reverse mode instead) or ``"reverse"`` (reverse mode
+      through the solver's loop).  ``"rodas3"`` is differentiated in reverse
       mode only (its default): forward sensitivities would need the
       derivative of its Jacobian along every parameter at every step.
+    increments: return ``y(times[j]) - y(times[j-1])`` in row ``j`` (row 0:
+      ``y(times[0]) - y0``) instead of the states, summed from the solver's
+      own step increments (``edward_lite.ode.increments``).  Use it for a
+      quantity observed per interval -- new cases per day, the amount
+      excreted between samples -- whenever the state is large against its
+      change: in float32, ``S[:-1] - S[1:]`` of a susceptible count near 1000
+      keeps about 6e-5 absolutely, so a day's 1e-3 new cases is one digit
+      that jumps as the parameters move, and the log density is noise in
+      the tails (NUTS then runs at its maximum tree depth).  The
+      increments keep the solver's tolerance.
 
   Returns:
-    ``[T, *S]`` Tensor: ``y(times[j])`` in row ``j``; all NaN when the solve
-    failed.
+    ``[T, *S]`` Tensor: ``y(times[j])`` (or the increments) in row ``j``;
+    all NaN when the solve failed.
 
   Raises:
     ValueError, TypeError: bad arguments, named, before any solving.
@@ -102,6 +124,8 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
   for name, value in (("rtol", rtol), ("atol", atol)):
     if not np.isscalar(value) or not value > 0:
       raise ValueError(f"{name} must be a positive number; got {value!r}.")
+  if not isinstance(increments, (bool, np.bool_)):
+    raise TypeError(f"increments must be True or False; got {increments!r}.")
   if not isinstance(max_steps, (int, np.integer)) or max_steps < 1:
     raise ValueError(f"max_steps must be a positive int; got {max_steps!r}.")
   if sensitivity is None:
@@ -130,18 +154,24 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-6, max_steps=1000,
     flat_y0 = tf.reshape(y0, [size])
     if method == "rk45" and sensitivity == "forward":
       theta, unpack = _pack(args, dtype)
-      ys = sensitivities.solve(lambda t, y, th: flat_fn(t, y, unpack(th)), flat_y0, theta,
-                               times, t0, tf.cast(rtol, dtype), tf.cast(atol, dtype),
-                               int(max_steps))
-      return tf.reshape(ys, [-1] + shape.as_list())
+      packed_fn = lambda t, y, th: flat_fn(t, y, unpack(th))
+      captured, numbers = sensitivities.captured_inputs(packed_fn, t0, flat_y0, theta)
+      if numbers is not None and numbers <= MAX_CAPTURED:
+        ys = sensitivities.solve(packed_fn, flat_y0, theta, times, t0, tf.cast(rtol, dtype),
+                                 tf.cast(atol, dtype), int(max_steps), captured,
+                                 increments=increments)
+        return tf.reshape(ys, [-1] + shape.as_list())
+      # fn reads a variable or many captured numbers: reverse mode reaches them
+      # (forward sensitivities would carry a column per number).
     if method == "rk45":
       ys, ok, _ = dormand_prince.solve(flat_fn, flat_y0, times, t0, tf.cast(rtol, dtype),
-                                       tf.cast(atol, dtype), int(max_steps))
+                                       tf.cast(atol, dtype), int(max_steps),
+                                       increments=increments)
     elif method == "rodas3":
       ys, ok, _ = rosenbrock.solve(flat_fn, flat_y0, times, t0, tf.cast(rtol, dtype),
-                                   tf.cast(atol, dtype), int(max_steps))
+                                   tf.cast(atol, dtype), int(max_steps), increments=increments)
     else:
-      ys, ok = rk4.solve(flat_fn, flat_y0, times, t0, float(steps_per_unit))
+      ys, ok = rk4.solve(flat_fn, flat_y0, times, t0, float(steps_per_unit), increments)
     ys = tf.where(ok, ys, tf.constant(np.nan, dtype))
     return tf.reshape(ys, [-1] + shape.as_list())
 
