@@ -174,7 +174,14 @@ def _tpu_strategy(tpu, timeout=60):
     raise RuntimeError(f"No TPU answered at tpu={tpu!r} within timeout={timeout} s; check "
                        "the address and that the TPU is up, or pass a larger timeout=.")
   e = outcome.get("error")
-  if isinstance(e, (ValueError, RuntimeError, tf.errors.OpError)):
+  if isinstance(e, OSError) and not str(tpu).startswith(("grpc://", "local")):
+    # A TPU name is looked up through Google Cloud's metadata server and TPU
+    # API: off a Cloud VM the lookup fails (urllib's URLError, an OSError).
+    raise RuntimeError(f"No TPU could be reached at tpu={tpu!r}: a TPU name is looked up "
+                       "through Google Cloud's metadata server, which this machine cannot "
+                       f"reach ({type(e).__name__}: {e}); on a TPU VM pass tpu='local', "
+                       "elsewhere the TPU's grpc:// address.") from e
+  if isinstance(e, (ValueError, RuntimeError, OSError, tf.errors.OpError)):
     raise RuntimeError(f"No TPU could be reached at tpu={tpu!r}: {type(e).__name__}: "
                        f"{str(e).splitlines()[0] if str(e) else ''}") from e
   if e is not None:
