@@ -12,7 +12,7 @@ import inspect
 
 import tensorflow_probability as tfp
 
-from edward_lite.language import dtypes, tfp_fixes
+from edward_lite.language import dtypes, ordered, tfp_fixes
 from edward_lite.language.random_variable import RandomVariable
 from edward_lite.language import tracing
 from edward_lite.language.tracing import traceable
@@ -137,5 +137,7 @@ def _concrete_distribution_classes():
 
 CONSTRUCTORS = {name: make_random_variable(cls)
                 for name, cls in sorted(_concrete_distribution_classes().items())}
+# Beyond TFP's: Stan's ordered[K] with an elementwise prior, in one call.
+CONSTRUCTORS["Ordered"] = make_random_variable(ordered.Ordered)
 globals().update(CONSTRUCTORS)
 __all__ += list(CONSTRUCTORS)
