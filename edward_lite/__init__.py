@@ -53,7 +53,7 @@ _install_old_paths()
 
 __all__ = sorted(CONSTRUCTORS) + [
     # the language (Edward2's names)
-    "RandomVariable", "as_random_variable", "make_random_variable", "Factor", "Flat",
+    "RandomVariable", "as_random_variable", "make_random_variable", "Factor", "Flat", "Ordered",
     "trace", "traceable", "get_next_tracer", "tape", "interception", "interceptable",
     "get_next_interceptor", "make_log_joint_fn", "make_value_setter", "condition", "do",
     "reparameterize",

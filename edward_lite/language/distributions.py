@@ -137,7 +137,10 @@ def _concrete_distribution_classes():
 
 CONSTRUCTORS = {name: make_random_variable(cls)
                 for name, cls in sorted(_concrete_distribution_classes().items())}
-# Beyond TFP's: Stan's ordered[K] with an elementwise prior, in one call.
-CONSTRUCTORS["Ordered"] = make_random_variable(ordered.Ordered)
 globals().update(CONSTRUCTORS)
 __all__ += list(CONSTRUCTORS)
+
+# Beyond TFP's classes (not in CONSTRUCTORS, one per TFP distribution):
+# Stan's ordered[K] with an elementwise prior, in one call.
+Ordered = make_random_variable(ordered.Ordered)
+__all__ += ["Ordered"]

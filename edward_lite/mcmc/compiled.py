@@ -222,7 +222,14 @@ class Program:
     self._compiling.start()
     try:
       value = work()
-    except BaseException:
+    except Exception:
+      # Raised now, not after the compile (no initial state had a finite
+      # density): the thread finishes in the background, unjoined, and
+      # stderr is given back at once so that the error is seen.
+      self._compiling = None
+      quiet.close()
+      raise
+    except BaseException:  # an interrupt: the run leaves no compile running
       self.join_compile()
       raise
     if not self.first_chunk_without_xla:

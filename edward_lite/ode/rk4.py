@@ -54,8 +54,8 @@ def solve(fn, y0, times, t0, steps_per_unit, increments=False):
     return y + delta, since * (1. - ended) + delta, th[2]
 
   ends = np.flatnonzero(np.asarray(marks) >= 0)
-  grid = np.stack([ts, hs, np.asarray(marks) >= 0], 1)
-  path, since, _ = tf.scan(step, tf.constant(grid, dtype),
+  schedule = np.stack([ts, hs, np.asarray(marks) >= 0], 1)  # [steps, (t, h, ends an output)]
+  path, since, _ = tf.scan(step, tf.constant(schedule, dtype),
                            initializer=(y0, tf.zeros_like(y0), tf.constant(0., dtype)))
   if increments:
     path = since
