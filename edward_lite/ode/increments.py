@@ -3,10 +3,9 @@
 ``ed.ode.solve(..., increments=True)`` returns ``d_j = y(tau_j) - y(tau_{j-1})``
 (``tau_{-1} = t0``) rather than ``y(tau_j)``.  Subtracting computed states
 loses the digits the states share: in float32 a susceptible count near 995
-holds about 6e-5 absolutely, so a day's new cases of 1e-3 keep one digit,
-vary in steps as the parameters move, and the log density becomes noise in
-the tails (a sampler there takes trees at the maximum depth).  Here the
-increments are summed from quantities of their own size:
+holds about 6e-5 absolutely, so a day's new cases of 1e-3 keep one digit
+and vary in steps as the parameters move.  Here the increments are summed
+from quantities of their own size:
 
 - an accepted step from ``t`` to ``t + h`` has the increment
   ``Delta = h sum_s b_s k_s`` (not ``y' - y``);

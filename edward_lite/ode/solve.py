@@ -96,9 +96,8 @@ def solve(fn, y0, times, args=(), t0=0., rtol=1e-6, atol=1e-20, max_steps=1000,
       excreted between samples -- whenever the state is large against its
       change: in float32, ``S[:-1] - S[1:]`` of a susceptible count near 1000
       keeps about 6e-5 absolutely, so a day's 1e-3 new cases is one digit
-      that jumps as the parameters move, and the log density is noise in
-      the tails (NUTS then runs at its maximum tree depth).  The
-      increments keep the solver's tolerance.
+      that jumps as the parameters move.  The increments keep the solver's
+      tolerance.
 
   Returns:
     ``[T, *S]`` Tensor: ``y(times[j])`` (or the increments) in row ``j``;
