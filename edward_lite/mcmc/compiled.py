@@ -39,6 +39,7 @@ from edward_lite.language import tracing
 from edward_lite.runtime import console, fingerprints, kept_function, program_cache
 from edward_lite.mcmc import adaptation, base, chunk, metric, streaming
 from edward_lite.model.target import Target, make_target
+from edward_lite.model.transported import TransportedTarget
 
 __all__ = ["Program", "FIRST_CHUNK_MAX_CHAINS"]
 
@@ -64,12 +65,14 @@ class Program:
 
   @classmethod
   def get(cls, model, args, kwargs, observed, kernel, chains, pooled, strategy=None,
-          parallel="data", jit_compile=True, dtype=None, check_target=None):
+          parallel="data", jit_compile=True, dtype=None, check_target=None, transport=None):
     """The program of a model (cached by content) or of a prebuilt target
     (fresh).  ``check_target(target)``, if given, runs on the model's
     ``Target`` once the program has been traced eagerly (``make_target``'s
     checks), before any graph is traced or compiled: the memory guard
-    (``ed.mcmc.memory``)."""
+    (``ed.mcmc.memory``).  ``transport``: a ``Transport``; the program then
+    samples the model's ``TransportedTarget`` (its key joins the
+    program's, and the fingerprint's data digest)."""
     check_target = check_target or (lambda target: None)
     if isinstance(model, Target):
       if args or kwargs or observed or strategy is not None or dtype is not None:
@@ -82,6 +85,12 @@ class Program:
     strategy = resolve(strategy, parallel)
     fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
                                           tracing.active_tracers())
+    if transport is not None:
+      if strategy is not None:
+        raise ValueError("adapt_metric='flow' runs on one device: give no strategy= with it "
+                         "(or parallel='chain_groups' without a flow).")
+      if fingerprint.data is not None:
+        fingerprint = fingerprint._replace(data=f"{fingerprint.data}+{transport.key}")
     key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,
            bool(jit_compile), str(dtype))
     if fingerprint.key is not None and key in cls._cache:
@@ -90,6 +99,8 @@ class Program:
       return cls._cache[key]
     target = make_target(model, *args, observed=observed, dtype=dtype, **kwargs)
     check_target(target)
+    if transport is not None:
+      target = TransportedTarget(target, transport)
     density = target
     if strategy is not None:
       if parallel == "chains" and chains % strategy.num_replicas_in_sync:

@@ -122,6 +122,11 @@ def _accepts_too_little(accept, draws):
   return low & (draws * kl > np.log(len(accept) / FALSE_ALARM))
 
 
+# Over 1% of the chains with a final step size more than this factor from
+# the median chain's adapted to regions of another curvature (geometry_hint).
+STEP_SPREAD = 4.
+
+
 def notes(result, rows, keys):
   """The summary's warnings: stuck and apart chains, R-hat, bulk ESS,
   divergences, saturated trees, E-BFMI.  ``rows``: ``(label, statistics)``
@@ -150,8 +155,10 @@ def notes(result, rows, keys):
     said.append(f"{int(np.sum(ess < 100 * min(result.chains, 4)))} parameter(s) have bulk "
                  f"ESS below {100 * min(result.chains, 4)} (worst: {worst}, "
                  f"{np.nanmin(ess):.0f}); estimates are noisy: draw more.")
+  signs = []  # of curvature that changes with position (geometry_hint)
   div = result.divergences
   if div is not None and div.sum() > 0:
+    signs.append("divergences")
     said.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
                  "may be biased: raise target_accept (e.g. kernel=ed.mcmc.NUTS("
                  "target_accept=0.95), or 0.99 for posteriors with strong curvature such "
@@ -160,11 +167,35 @@ def notes(result, rows, keys):
   depth = result.sample_stats.get("tree_depth")
   max_depth = getattr(result.kernel, "max_tree_depth", None)
   if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
+    signs.append("trees at the maximum depth")
     said.append(f"{100 * np.mean(depth >= max_depth):.1f}% of transitions hit the "
                  f"maximum tree depth {max_depth}; raise max_tree_depth.")
   energy = result.sample_stats.get("energy")
   note = ebfmi_note(energy) if energy is not None and len(energy) >= 4 else None
-  return said + ([note] if note else [])
+  if note:
+    signs.append("low E-BFMI")
+  step = np.asarray(result.step_size, np.float64).reshape(-1)
+  if step.size > 1 and np.all(step > 0):
+    ratio = step / np.median(step)
+    apart = (ratio > STEP_SPREAD) | (ratio < 1. / STEP_SPREAD)
+    if np.mean(apart) > 0.01:
+      signs.append(f"step sizes of {int(apart.sum())} chain(s) over {STEP_SPREAD:g}x from the "
+                   "others'")
+  hint = geometry_hint(result, signs)
+  return said + ([note] if note else []) + ([hint] if hint else [])
+
+
+def geometry_hint(result, signs):
+  """The one sentence suggesting ``adapt_metric="flow"`` when the run shows
+  ``signs`` of a curvature that changes with position (which no metric,
+  one linear map for the whole posterior, can fit), or None: for runs
+  already through a flow, and kernels without gradients."""
+  if not signs or result.transport is not None or not result.kernel.has_gradients:
+    return None
+  listed = signs[0] if len(signs) == 1 else f"{', '.join(signs[:-1])} and {signs[-1]}"
+  return (f"The {listed} suggest the posterior's curvature changes with position, "
+          "which no metric fits: adapt_metric='flow' samples through a normalizing flow "
+          "fitted to it (docs/guide/flow.md).")
 
 
 def convergence_notes(result, rows, keys):

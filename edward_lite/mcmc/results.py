@@ -59,6 +59,11 @@ class MCMCResult:
       whose chains shared their initial point (``ed.mcmc.sample``'s
       ``superchains``), else 0: the summary's ``r_hat`` is then nested
       R-hat.
+    transport: with ``adapt_metric="flow"`` (or a fit), the flow the chains
+      moved through (``ed.mcmc.flow_adaptation``): ``family``, ``steps``,
+      ``num_gradients`` (the fit's, not in ``num_gradients`` above: the
+      run's total is ``total_gradients``), ``elbo`` (the mean of its last
+      tenth), ``fitted_here`` and ``notes`` (the fit's own verdicts); else None.
   """
 
   target: Any
@@ -84,6 +89,7 @@ class MCMCResult:
   trajectory_length: Optional[np.ndarray] = None
   seed: int = 0
   superchains: int = 0
+  transport: Optional[Dict[str, Any]] = None
   _log_likelihood: Optional[Dict[str, np.ndarray]] = dataclasses.field(default=None,
                                                                        init=False)
   _column_stats: Dict[str, Dict[str, np.ndarray]] = dataclasses.field(default_factory=dict,
@@ -121,6 +127,13 @@ class MCMCResult:
     return result
 
   # -- diagnostics ------------------------------------------------------------
+
+  @property
+  def total_gradients(self):
+    """Every gradient the run evaluated: the chains' (warmup included) and
+    a flow fitted for it (``transport``)."""
+    fitted = (self.transport or {}).get("num_gradients") or 0
+    return int(np.sum(self.num_gradients, dtype=np.int64)) + int(fitted)
 
   @property
   def divergences(self):

@@ -34,9 +34,10 @@ the step size adapting once per round, so the warmup depends on it as well.
 from edward_lite.checks import arguments
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import run_chunks
-from edward_lite.mcmc import memory
+from edward_lite.mcmc import flow_adaptation, memory
 from edward_lite.mcmc.compiled import Program
 from edward_lite.mcmc.run import Run
+from edward_lite.model.target import Target
 # DEFAULT_CHUNK: still importable from here (benchmarks read it).
 from edward_lite.mcmc.settings import DEFAULT_CHUNK, SampleSettings  # pylint: disable=unused-import
 
@@ -163,7 +164,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       max_init_tries=max_init_tries, callback=callback, strategy=strategy, parallel=parallel,
       jit_compile=jit_compile, dtype=dtype, observed=observed, superchains=superchains)
   groups = settings.make_chain_groups()
-  program = _program(model, args, kwargs, observed, settings, groups)
+  flow_fit = _flow_fit(model, args, kwargs, observed, settings)
+  program = _program(model, args, kwargs, observed, settings, groups,
+                     flow_fit.transport() if flow_fit is not None else None)
+  if flow_fit is not None:
+    flow_adaptation.check_fit(flow_fit, program.target)
   settings = settings.for_target(program.target, groups)
   ckpt = Checkpointer(settings.checkpoint_dir, program.fingerprint,
                       settings.checkpoint_settings()) if settings.checkpoint_dir else None
@@ -175,10 +180,25 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                setup=run.setup)
   finally:
     program.join_compile()  # a run within its first chunk leaves no compile running
-  return run.result(timings)
+  result = run.result(timings)
+  if flow_fit is not None:
+    result.transport = flow_adaptation.describe(flow_fit, settings.flow)
+  return result
 
 
-def _program(model, args, kwargs, observed, settings, groups):
+def _flow_fit(model, args, kwargs, observed, settings):
+  """The fit ``adapt_metric`` asks to sample through (``flow_adaptation``), or None."""
+  if settings.flow is None:
+    return None
+  if isinstance(model, Target):
+    raise ValueError("adapt_metric='flow' fits a flow to a model: give the model and its "
+                     "data, not a prebuilt target.")
+  return flow_adaptation.fit_transport(settings.flow, model, args, kwargs, observed,
+                                       settings.seed, settings.dtype, settings.progress,
+                                       settings.checkpoint_dir)
+
+
+def _program(model, args, kwargs, observed, settings, groups, transport):
   """The compiled ``Program`` of the model (cached across calls): with chain
   groups, one block's.  The kept draws of all chains are checked against the
   memory available (``memory.check``) as soon as the model is traced, before
@@ -191,6 +211,7 @@ def _program(model, args, kwargs, observed, settings, groups):
   if groups:
     return Program.get(model, args, kwargs, observed, s.kernel, s.chains // groups.size,
                        s.pooling, jit_compile=s.jit_compile, dtype=s.dtype,
-                       check_target=check_memory)
+                       check_target=check_memory, transport=transport)
   return Program.get(model, args, kwargs, observed, s.kernel, s.chains, s.pooling, s.strategy,
-                     s.parallel, s.jit_compile, s.dtype, check_target=check_memory)
+                     s.parallel, s.jit_compile, s.dtype, check_target=check_memory,
+                     transport=transport)

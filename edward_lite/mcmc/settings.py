@@ -21,7 +21,7 @@ from edward_lite.distribute.sharding import PARALLEL_MODES
 from edward_lite.distribute.strategies import resolve
 from edward_lite.checks import arguments
 from edward_lite.model.init_values import describe_init
-from edward_lite.mcmc import metric_update
+from edward_lite.mcmc import flow_adaptation, metric_update
 from edward_lite.mcmc.groups import ChainGroups
 from edward_lite.mcmc.kernels import get_kernel
 
@@ -134,6 +134,7 @@ class SampleSettings:
   target_accept: Optional[float] = None
   chain_groups: Optional[int] = None
   superchains: Optional[int] = None
+  flow: Any = None  # a FlowAdaptation, a VIResult to sample through, or None
 
   @classmethod
   def from_call(cls, *, kernel, chains, warmup, draws, seed, thin, keep_draws, init,
@@ -158,10 +159,11 @@ class SampleSettings:
       arguments.check_positive("step_size", step_size)
     arguments.check_call_settings(observed=observed, keep_draws=keep_draws, callback=callback,
                                   jit_compile=jit_compile)
+    flow, adapt_metric = flow_adaptation.resolve(adapt_metric)
     if adapt_metric is not True and adapt_metric is not False and \
         adapt_metric not in metric_update.KINDS:
-      raise ValueError(f"adapt_metric must be True, False, 'diag', 'low_rank' or 'dense'; got "
-                       f"{adapt_metric!r}.")
+      raise ValueError(f"adapt_metric must be True, False, 'diag', 'low_rank', 'dense', 'flow', "
+                       f"an ed.mcmc.FlowAdaptation or a fit of ed.vi.fit; got {adapt_metric!r}.")
     if not isinstance(adaptive_warmup, bool):
       raise ValueError(f"adaptive_warmup must be True or False; got {adaptive_warmup!r}.")
     kernel = get_kernel(kernel)
@@ -179,7 +181,7 @@ class SampleSettings:
                adaptive_warmup=adaptive_warmup, pooling=pooled, parallel=parallel,
                strategy=strategy, jit_compile=bool(jit_compile), dtype=dtype,
                progress=progress, checkpoint_dir=checkpoint_dir, callback=callback,
-               superchains=superchains, **checked)
+               superchains=superchains, flow=flow, **checked)
 
   def make_chain_groups(self):
     """The checked ``ChainGroups`` over the devices of ``strategy`` for
@@ -242,7 +244,9 @@ class SampleSettings:
         step_size=self.step_size, chunk_size=self.chunk_size, jit_compile=self.jit_compile,
         checkpoint_layout=CHECKPOINT_LAYOUT,
         **({"chain_groups": self.chain_groups} if self.chain_groups else {}),
-        **({"superchains": self.superchains} if self.superchains else {}))
+        **({"superchains": self.superchains} if self.superchains else {}),
+        **({"flow": self.flow.settings() if isinstance(self.flow, flow_adaptation.FlowAdaptation)
+            else "a given fit"} if self.flow is not None else {}))
 
   def result_settings(self):
     """The keywords of ``MCMCResult.build`` that are settings (the warmup

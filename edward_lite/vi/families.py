@@ -78,6 +78,15 @@ class Family:
     """``q(u)``: a TFP distribution with event shape ``[dim]``."""
     raise NotImplementedError
 
+  def bijector(self, params, dim):
+    """``T``: the map ``u = T(v)`` that pushes ``N(0, I_D)`` to ``q(u)``."""
+    raise NotImplementedError
+
+  def forward_and_log_det(self, params, dim, v):
+    """``(T(v), log|det dT/dv|)`` for ``v [..., D]``: ``[..., D]`` and ``[...]``."""
+    bijector = self.bijector(params, dim)
+    return bijector.forward(v), bijector.forward_log_det_jacobian(v, event_ndims=1)
+
   @staticmethod
   def _affine(params):
     """Elementwise ``u = loc + softplus(scale) * v``."""
@@ -106,6 +115,9 @@ class MeanField(Family):
   def distribution(self, params, dim):
     return tfd.MultivariateNormalDiag(params["loc"], tf.nn.softplus(params["scale"]))
 
+  def bijector(self, params, dim):
+    return self._affine(params)
+
 
 class FullRank(Family):
   """Dense Gaussian: ``q(u) = N(u | m, L L^T)``.
@@ -129,10 +141,16 @@ class FullRank(Family):
     return params
 
   def distribution(self, params, dim):
+    return tfd.MultivariateNormalTriL(params["loc"], self._tril(params, dim))
+
+  @staticmethod
+  def _tril(params, dim):
     unit = tf.linalg.set_diag(tf.linalg.band_part(params["scale_tril"], -1, 0),
                               tf.ones([dim], params["loc"].dtype))
-    tril = tf.nn.softplus(params["scale"])[:, None] * unit
-    return tfd.MultivariateNormalTriL(params["loc"], tril)
+    return tf.nn.softplus(params["scale"])[:, None] * unit
+
+  def bijector(self, params, dim):
+    return tfb.Chain([tfb.Shift(params["loc"]), tfb.ScaleMatvecTriL(self._tril(params, dim))])
 
 
 class _Flow(Family):
@@ -140,6 +158,7 @@ class _Flow(Family):
 
   default_samples = 128
   default_learning_rate = 0.005
+  one_pass = False  # _layer_forward: a layer's map and log-det in one network pass
 
   def __init__(self, layers=4, hidden=(64, 64), init_scale=0.1, seed=0,
                max_log_scale=3.):
@@ -211,42 +230,51 @@ class _Flow(Family):
   def _flow_layer(self, params, dim, layer):
     raise NotImplementedError
 
-  def distribution(self, params, dim):
+  def bijector(self, params, dim):
     self._check_dim(dim)
-    dtype = params["loc"].dtype
     inner = []  # applied first to last
     for layer in range(self.layers):
       if layer:
         inner.append(tfb.Permute(self._permutation(dim, layer)))
       inner.append(self._flow_layer(params, dim, layer))
-    bijector = tfb.Chain([self._affine(params)] + inner[::-1])
-    return tfd.TransformedDistribution(self._base(dim, dtype), bijector)
+    return tfb.Chain([self._affine(params)] + inner[::-1])
+
+  def distribution(self, params, dim):
+    return tfd.TransformedDistribution(self._base(dim, params["loc"].dtype),
+                                       self.bijector(params, dim))
 
   def _layer_forward(self, params, dim, layer, v):
-    """One layer's forward map and log-det-Jacobian in one network pass, or
-    None where that is not possible (MAF samples sequentially)."""
-    del params, dim, layer, v
-    return None
+    """One layer's forward map and log-det-Jacobian in one network pass
+    (families with ``one_pass``)."""
+    raise NotImplementedError
 
-  def sample_and_log_prob(self, params, dim, n, seed):
-    """``n`` draws ``[n, D]`` and their log density, evaluating each network
-    once per draw -- the same maps as ``distribution`` (TFP's bijectors,
-    which evaluate an IAF's networks twice per draw: RESULTS section 4).
-    None when the family samples sequentially."""
-    dtype = params["loc"].dtype
-    z = tf.random.stateless_normal([n, dim], seed, dtype=dtype)
-    log_q = self._base(dim, dtype).log_prob(z)
-    v = z
+  def forward_and_log_det(self, params, dim, v):
+    """As ``Family``'s, evaluating each layer's network once (TFP's
+    bijectors evaluate it once for the map and again for its Jacobian, an
+    IAF's twice per draw: RESULTS section 4); MAF's map is sequential, so
+    it takes TFP's."""
+    if not self.one_pass:
+      return super().forward_and_log_det(params, dim, v)
+    log_det = tf.zeros(tf.shape(v)[:-1], v.dtype)
+    x = v
     for layer in range(self.layers):
       if layer:
-        v = tf.gather(v, self._permutation(dim, layer), axis=-1)
-      out = self._layer_forward(params, dim, layer, v)
-      if out is None:
-        return None
-      v, log_det = out
-      log_q -= log_det
+        x = tf.gather(x, self._permutation(dim, layer), axis=-1)
+      x, layer_log_det = self._layer_forward(params, dim, layer, x)
+      log_det += layer_log_det
     scale = tf.nn.softplus(params["scale"])
-    return params["loc"] + scale * v, log_q - tf.reduce_sum(tf.math.log(scale))
+    return params["loc"] + scale * x, log_det + tf.reduce_sum(tf.math.log(scale))
+
+  def sample_and_log_prob(self, params, dim, n, seed):
+    """``n`` draws ``[n, D]`` and their log density, each network evaluated
+    once per draw (``forward_and_log_det``); None when the family samples
+    sequentially (MAF)."""
+    if not self.one_pass:
+      return None
+    dtype = params["loc"].dtype
+    z = tf.random.stateless_normal([n, dim], seed, dtype=dtype)
+    u, log_det = self.forward_and_log_det(params, dim, z)
+    return u, self._base(dim, dtype).log_prob(z) - log_det
 
 
 class RealNVP(_Flow):
@@ -258,6 +286,7 @@ class RealNVP(_Flow):
   """
 
   name = "realnvp"
+  one_pass = True
 
   def _layer_sizes(self, dim, layer):
     return dim // 2, dim - dim // 2
@@ -314,6 +343,7 @@ class IAF(MAF):
   so sampling (and the density of its own draws) takes one pass."""
 
   name = "iaf"
+  one_pass = True
   default_samples = 128
   cheap_density = False
 

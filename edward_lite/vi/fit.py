@@ -153,8 +153,9 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   fam = settings.fam
 
   seed_t = tf.constant(seeds.seed_pair(settings.seed), tf.int32)
+  spent = {"gradients": 0}  # model gradients evaluated: the start, warm start and fit
   init_loc = (None if settings.program
-              else _initial_loc(target, settings.init, settings.init_radius, seed_t, fam))
+              else _initial_loc(target, settings.init, settings.init_radius, seed_t, fam, spent))
   check_finite_start(target, init_loc, settings.init_radius, seed_t)
 
   ckpt, resumed = None, None
@@ -174,7 +175,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
     loc, scale = init_loc, None
     if settings.warm_start and not isinstance(fam, families.MeanField) and resumed is None:
       loc, scale = _warm_start(problem, init_loc, settings.warm_start, settings.chunk_size,
-                               settings.progress)
+                               settings.progress, spent)
     surrogate = FlatSurrogate(fam, target, loc, scale)
   settings.optimizer.build(surrogate.variables)
   stage = Stage(label="fitting", surrogate=surrogate, optimizer=settings.optimizer,
@@ -187,6 +188,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
   out = run_stage(stage, problem, start, trace)
   if out.nonfinite:
     _warn_skipped(out)
+  spent["gradients"] += (out.steps - start) * settings.samples
   full_log_prob = None
   if settings.dataset is not None:
     full_log_prob = batches.full_log_prob_fn(surrogate.model_log_prob, target)
@@ -196,6 +198,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                     converged=out.converged,
                     nonfinite=out.nonfinite, timings=out.timings, seed=settings.seed,
                     settings=settings.result_settings())
+  result.num_gradients = spent["gradients"]
   if settings.dataset is None:
     fit_check.warn_if_untrusted(result)
   return result
@@ -223,9 +226,10 @@ def target_and_batches(model, args, kwargs, observed, batch_size, dataset, num_e
   return target, batches
 
 
-def _warm_start(problem, init_loc, steps, chunk, progress):
+def _warm_start(problem, init_loc, steps, chunk, progress, spent):
   """``(loc, scale)`` ``[D]`` after ``steps`` of mean-field ADVI from
-  ``init_loc``, with the mean-field defaults (samples, learning rate)."""
+  ``init_loc``, with the mean-field defaults (samples, learning rate);
+  ``spent["gradients"]`` counts the model gradients."""
   mean_field = get_family("meanfield")
   surrogate = FlatSurrogate(mean_field, problem.target, init_loc)
   optimizer = make_optimizer(None, None, mean_field.default_learning_rate, steps)
@@ -233,6 +237,7 @@ def _warm_start(problem, init_loc, steps, chunk, progress):
   out = run_stage(Stage(label="warm start", surrogate=surrogate, optimizer=optimizer,
                         steps=steps, samples=mean_field.default_samples, stl=False, tol=None,
                         on_nonfinite="skip", chunk=chunk, progress=progress), problem)
+  spent["gradients"] += out.steps * mean_field.default_samples
   if out.nonfinite:
     _warn_skipped(out, " of the mean-field warm start")
   if isinstance(problem.batches, minibatch_lib.DatasetBatches):
@@ -251,8 +256,9 @@ def _warn_skipped(out, which=""):
 # -- inputs ---------------------------------------------------------------------
 
 
-def _initial_loc(target, init, radius, seed, fam):
-  """Initial location ``[D]`` of a flat family on the unconstrained space."""
+def _initial_loc(target, init, radius, seed, fam, spent):
+  """Initial location ``[D]`` of a flat family on the unconstrained space
+  (``spent``: ``elbo_start``'s)."""
   given = parse_init(target, init, 1, allow_array=False, modes=("auto", *INIT_MODES))
   dtype = target.dtype.as_numpy_dtype
   if isinstance(given, PartialInit):  # the others by the uniform rule
@@ -261,7 +267,7 @@ def _initial_loc(target, init, radius, seed, fam):
   if not isinstance(given, str):
     return given[0]
   if given == "auto":
-    return elbo_start(target, radius, fam.init_scale, seed)
+    return elbo_start(target, radius, fam.init_scale, seed, spent)
   if given == "uniform":
     return tf.random.stateless_uniform([target.dim], seed, -radius, radius, dtype=dtype).numpy()
   draws = target.sample_prior(101, seeds.stream(seed, "vi_prior_start"))

@@ -9,11 +9,13 @@ import tensorflow as tf
 
 from edward_lite.checks import arguments
 from edward_lite.analysis import psis
-from edward_lite.runtime import console, persistence, seeds
+from edward_lite.model.transported import Transport
+from edward_lite.runtime import console, content_hash, persistence, seeds
 from edward_lite.runtime.deprecation import renamed_keywords
 from edward_lite.analysis.predictive import posterior_predictive
 from edward_lite.analysis.summary import Summary, present, select_names, show
 from edward_lite.vi.families import FullRank, MeanField
+from edward_lite.vi.surrogates import FlatSurrogate
 
 __all__ = ["VIResult", "ImportanceSample"]
 
@@ -48,6 +50,9 @@ class VIResult:
     settings: the fit's settings (family, steps asked for, samples, seed,
       learning rate, ...), JSON-able.
     target: the model target (``ed.make_target``).
+    num_gradients: model gradients this call of ``ed.vi.fit`` evaluated
+      (its start's search, mean-field warm start and steps, each draw one
+      gradient); None for a loaded fit.
 
   ``save(path)`` writes the fit to one ``.npz`` (no pickle) and
   ``ed.load(path, model, *args)`` reads it back (``edward_lite.runtime.persistence``).
@@ -62,6 +67,7 @@ class VIResult:
     self._needs = needs
     self.elbo, self.steps, self.samples = elbo, steps, samples
     self.converged, self.nonfinite, self.timings = converged, nonfinite, timings
+    self.num_gradients = None  # set by ed.vi.fit
     self._seed = seed
     self._calls = 0  # unseeded sample() calls so far
     self._importance = None
@@ -117,6 +123,31 @@ class VIResult:
     variables and the observed data.  ``ed.load(path, model, *args)`` reads
     it back.  Returns the path written."""
     return persistence.save(self, path)
+
+  def transport(self):
+    """The fitted flat family as a transport map ``u = T(v)`` pushing
+    ``N(0, I_D)`` to ``q(u)`` (``model.transported.Transport``), its
+    parameters fixed at their fitted values: what
+    ``ed.mcmc.sample(..., adapt_metric=fit)`` samples through.
+
+    Raises:
+      ValueError: the fit is a variational program's, or loaded without
+        its model (neither is a map of the flat unconstrained space).
+    """
+    self._check_surrogate()
+    if not isinstance(self._surrogate, FlatSurrogate):
+      raise ValueError("A variational program's fit is not a transport map of the flat "
+                       "unconstrained space; fit a flat family (family='iaf', 'realnvp', ...) "
+                       "to precondition MCMC with it.")
+    family, dim = self.family, self._surrogate.dim
+    params = {k: tf.constant(v) for k, v in self._surrogate.named(
+        [np.asarray(self._surrogate.variables[0])]).items()}
+    key, _ = content_hash.digest([("family", family.settings())] +
+                                 [(k, np.asarray(v)) for k, v in sorted(params.items())])
+    return Transport(
+        forward_and_log_det=lambda v: family.forward_and_log_det(params, dim, v),
+        inverse=lambda u: family.bijector(params, dim).inverse(u),
+        key=key, description=f"the fitted {family.name} ({dim} dimensions, {self.steps} steps)")
 
   def _check_surrogate(self):
     if self._needs is not None:

@@ -44,7 +44,7 @@ MEMORY = 10         # L-BFGS correction pairs
 _TOLERANCE = 1e-10  # stop when a step changes f by less than this, relatively
 
 
-def elbo_start(target, radius, scale, seed):
+def elbo_start(target, radius, scale, seed, spent=None):
   """The start ``[D]`` (NumPy, the target's dtype; module docstring).
 
   Args:
@@ -52,7 +52,10 @@ def elbo_start(target, radius, scale, seed):
     radius: half-width of the uniform first points (``init_radius``).
     scale: the family's initial marginal scale ``sigma``.
     seed: ``[2]`` int32 seed.
+    spent: optional dict whose ``"gradients"`` entry is increased by the
+      model gradients evaluated (``SAMPLES`` per evaluation of ``f``).
   """
+  spent = {} if spent is None else spent
   dtype = target.dtype
   half = tf.random.stateless_normal([SAMPLES // 2, target.dim],
                                     seeds.stream(seed, "vi_start_draws"), dtype=dtype)
@@ -61,6 +64,7 @@ def elbo_start(target, radius, scale, seed):
 
   def objective(blur):  # -f and its gradient, float64 NumPy
     def fn(m):
+      spent["gradients"] = spent.get("gradients", 0) + SAMPLES
       value, grad = blurred(tf.constant(m, dtype), tf.constant(blur, dtype))
       return -float(value), -np.asarray(grad, np.float64)
     return fn

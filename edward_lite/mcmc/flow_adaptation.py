@@ -1,0 +1,130 @@
+"""``adapt_metric="flow"``: NUTS on a normalizing flow's base space.
+
+A metric, diagonal or low-rank, is one linear map for the whole posterior;
+a funnel or a latent Gaussian process needs another in every region.  Neural
+transport (Hoffman et al. 2019) fits a flow ``q = T_# N(0, I)`` to the
+posterior by VI, then samples ``p_v(v) = p(T(v)) |det dT/dv|``
+(``model.transported.TransportedTarget``), which is close to ``N(0, I)``
+where ``q`` is close to the posterior; the sampler's own warmup (step size,
+a metric for what the flow left) runs on ``v`` and the draws are mapped
+back, so the chains stay exact MCMC of the posterior whatever the flow's
+quality -- a poor flow only costs speed.
+
+The fit is ``ed.vi.fit`` with the flow's ``family`` (default an IAF: a
+sample and its density in one network pass each way the sampler needs),
+seeded from the run's seed, checkpointed beside the run's checkpoint, and
+its gradients counted in the result (``MCMCResult.transport``).
+"""
+
+import dataclasses
+import os
+import warnings
+from typing import Any, Optional
+
+import numpy as np
+
+from edward_lite.checks import arguments
+from edward_lite.vi.fit import fit as vi_fit
+from edward_lite.vi.families import Family, get_family
+from edward_lite.vi.results import VIResult
+
+__all__ = ["FlowAdaptation", "resolve", "fit_transport", "check_fit", "describe"]
+
+FLOW_CHECKPOINT = "flow_fit"  # the fit's checkpoint, a directory inside the run's
+
+
+@dataclasses.dataclass(frozen=True)
+class FlowAdaptation:
+  """The flow ``adapt_metric="flow"`` fits (``ed.mcmc.FlowAdaptation(...)``
+  to choose).
+
+  Attributes:
+    family: a flat VI family: ``"iaf"`` (default), ``"realnvp"``, or a family
+      object (``ed.vi.IAF(layers=4, hidden=(64, 64))``); ``"meanfield"`` and
+      ``"fullrank"`` give a linear transport (a fixed metric from VI).
+    steps: the fit's optimization steps.
+    samples: draws per step (None: the family's default).
+    learning_rate: the fit's (None: the family's default).
+  """
+  family: Any = "iaf"
+  steps: int = 1000
+  samples: Optional[int] = None
+  learning_rate: Optional[float] = None
+
+  def __post_init__(self):
+    get_family(self.family)  # a clear error for an unknown family, here
+    arguments.check_integer("FlowAdaptation steps", self.steps, 1)
+    if self.samples is not None:
+      arguments.check_integer("FlowAdaptation samples", self.samples, 1)
+    if self.learning_rate is not None:
+      arguments.check_positive("FlowAdaptation learning_rate", self.learning_rate)
+
+  def settings(self):
+    """JSON-able: the fit's part of a checkpoint's identity."""
+    family = get_family(self.family)
+    return dict(family=family.settings(), steps=self.steps, samples=self.samples,
+                learning_rate=self.learning_rate)
+
+
+def resolve(adapt_metric):
+  """``(flow, metric)`` from ``adapt_metric``: ``flow`` a ``FlowAdaptation``,
+  a ``VIResult`` (a fit to sample through) or None, and the metric the run
+  adapts on top of it (True: the default).  Other values pass through as
+  ``(None, adapt_metric)``."""
+  if isinstance(adapt_metric, str) and adapt_metric == "flow":
+    return FlowAdaptation(), True
+  if isinstance(adapt_metric, (FlowAdaptation, VIResult)):
+    return adapt_metric, True
+  if isinstance(adapt_metric, Family):
+    return FlowAdaptation(family=adapt_metric), True
+  return None, adapt_metric
+
+
+def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, checkpoint_dir):
+  """The ``VIResult`` whose ``transport()`` the run samples through: ``flow``
+  itself when it is one, else ``ed.vi.fit`` by ``flow``'s settings (its
+  checkpoint in ``checkpoint_dir/flow_fit``)."""
+  if isinstance(flow, VIResult):
+    return flow
+  # The fit's own verdicts (k-hat, a rising ELBO) judge it as the posterior;
+  # here the chains correct it, so they go into the result's transport
+  # record (``describe``), not to the user as warnings.
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    fit = vi_fit(model, *args, observed=observed, family=flow.family, steps=flow.steps,
+                 samples=flow.samples, learning_rate=flow.learning_rate, seed=seed,
+                 dtype=dtype, progress=progress,
+                 checkpoint_dir=(os.path.join(checkpoint_dir, FLOW_CHECKPOINT)
+                                 if checkpoint_dir else None), **kwargs)
+  fit.fit_notes = []
+  for warning in caught:
+    text = str(warning.message)
+    if text.startswith(_FIT_VERDICTS):
+      fit.fit_notes.append(text)
+    else:
+      warnings.warn_explicit(warning.message, warning.category, warning.filename,
+                             warning.lineno)
+  return fit
+
+
+_FIT_VERDICTS = ("The fitted ", "The ELBO was still rising")
+
+
+def check_fit(fit, target):
+  """ValueError unless ``fit`` was fitted to a model with ``target``'s
+  latents (names and unconstrained shapes)."""
+  ours = {n: i.unconstrained_shape.as_list() for n, i in target.latents.items()}
+  theirs = {n: i.unconstrained_shape.as_list() for n, i in fit.target.latents.items()}
+  if ours != theirs:
+    raise ValueError(f"adapt_metric's fit was made for latents {theirs}; this model's are "
+                     f"{ours}: fit the same model (ed.vi.fit) to sample through it.")
+
+
+def describe(fit, flow):
+  """The result's ``transport`` record: what was fitted and what it cost."""
+  elbo = np.asarray(fit.elbo, np.float64)
+  tail = elbo[-max(1, len(elbo) // 10):]
+  return dict(family=getattr(fit.family, "name", str(fit.family)), steps=int(fit.steps),
+              num_gradients=fit.num_gradients, fitted_here=not isinstance(flow, VIResult),
+              elbo=float(np.nanmean(tail)) if np.isfinite(tail).any() else float("nan"),
+              notes=list(getattr(fit, "fit_notes", [])))
