@@ -155,3 +155,42 @@ def test_bad_flow_settings_are_named():
   fit = short_fit(funnel, "meanfield")
   with pytest.raises(ValueError, match="fit was made for latents"):
     ed.mcmc.sample(bounded_gaussian, adapt_metric=fit, progress=False)
+
+
+def regression(x):
+  w = ed.Normal(0., 1., sample_shape=2, name="w")
+  sigma = ed.HalfNormal(1., name="sigma")
+  return ed.Normal(tf.linalg.matvec(x, w), sigma, name="y")
+
+
+@pytest.mark.slow
+def test_a_flow_run_resumes_predicts_and_saves_as_any_run(tmp_path):
+  rng = np.random.RandomState(0)
+  x = rng.randn(30, 2).astype(np.float32)
+  y = (x @ [1., -0.5] + 0.3 * rng.randn(30)).astype(np.float32)
+  kwargs = dict(observed={"y": y}, chains=2, warmup=60, draws=60, seed=5, chunk_size=30,
+                progress=False, adapt_metric=ed.mcmc.FlowAdaptation("meanfield", steps=50))
+  straight = ed.mcmc.sample(regression, x, **kwargs)
+  chunks = []
+
+  def stop(info):
+    chunks.append(info)
+    if len(chunks) == 3:
+      raise KeyboardInterrupt
+
+  ckpt = tmp_path / "run"
+  with pytest.raises(KeyboardInterrupt):
+    ed.mcmc.sample(regression, x, checkpoint_dir=str(ckpt), callback=stop, **kwargs)
+  assert (ckpt / "flow_fit").is_dir()
+  resumed = ed.mcmc.sample(regression, x, checkpoint_dir=str(ckpt), **kwargs)
+  np.testing.assert_array_equal(resumed.draws["w"], straight.draws["w"])
+  # Predictions are the model's at the (constrained) draws.
+  new_x = np.eye(2, dtype=np.float32)
+  predicted = resumed.posterior_predictive(new_x, seed=1)["y"]
+  assert predicted.shape[-1] == 2
+  np.testing.assert_allclose(predicted.reshape(-1, 2).mean(0),
+                             resumed.draws["w"].reshape(-1, 2).mean(0), atol=0.1)
+  path = resumed.save(str(tmp_path / "flow_run.npz"))
+  loaded = ed.load(path, regression, x)
+  np.testing.assert_array_equal(loaded.draws["sigma"], resumed.draws["sigma"])
+  assert loaded.transport == resumed.transport

@@ -41,7 +41,7 @@ def contents(result):
           k: v for k, v in vars(kernel).items()
           if not k.startswith("_") and isinstance(v, (int, float, str, bool, type(None)))}},
       latents={n: i.shape.as_list() for n, i in target.latents.items()},
-      deterministic=list(target.deterministic_names))
+      deterministic=list(target.deterministic_names), transport=result.transport)
   return arrays, header
 
 
@@ -66,7 +66,8 @@ def read(path, header, arrays, model, args, kwargs):
       draws=group("draws/") if header["draws_present"] else None,
       sample_stats=named_statistics(group("sample_stats/")), mean=group("mean/"), variance=group("variance/"),
       streamed=streamed, draw_count=header["draw_count"], timings=header["timings"],
-      seed=header.get("seed", 0), superchains=header.get("superchains", 0), **fields)
+      seed=header.get("seed", 0), superchains=header.get("superchains", 0),
+      transport=header.get("transport"), **fields)
 
 
 def _kernel(kernels, saved):
