@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.mcmc import compiled, kernels
+from edward_lite.mcmc import compiled, kernels, run
 from edward_lite.runtime import console, kept_function
 
 
@@ -80,6 +80,18 @@ def test_which_programs_run_their_first_chunk_without_xla():
   assert not program(2, jit_compile=False).first_chunk_without_xla
   walk = np.array([0.5, 1., 0.2, 1.3], np.float32)
   assert not program(2, _random_walk, walk).first_chunk_without_xla
+
+
+def test_a_first_chunk_without_xla_is_cut_to_the_first_windows_length():
+  """Without warmup the first chunk would be 200 draws run op by op (a
+  deep-tree run took 268 s that way, 35 s with the cut): it holds
+  FIRST_CHUNK_MAX_TRANSITIONS, the others chunk_size."""
+  steps = []
+  compiled.Program._cache.clear()  # pylint: disable=protected-access
+  ed.mcmc.sample(_normal_mean, 0.5, observed={"y": Y}, chains=2, warmup=0, draws=50,
+                 chunk_size=20, seed=4, progress=False,
+                 callback=lambda info: steps.append(info["step"]))
+  assert steps == [run.FIRST_CHUNK_MAX_TRANSITIONS, 30, 50]
 
 
 def test_the_copy_drops_assertions_as_xla_does():

@@ -34,6 +34,9 @@ from edward_lite.model.init_values import check_init
 
 __all__ = ["Run", "AGREE_RHAT"]
 
+# A first chunk run without XLA (compiled.Program.first_chunk_without_xla)
+# holds at most this many transitions: the first window's length.
+FIRST_CHUNK_MAX_TRANSITIONS = 10
 AGREE_RHAT = 1.1  # an adaptive warmup ends only when the chains' log densities agree this well
 # Kept-draw buffers above this size hold only the run's kept draws, not
 # chunk_size rows (see Run._capacity).
@@ -175,6 +178,11 @@ class Run:
     in_warmup = phase.warmup
     n = min(step + s.chunk_size * (1 if in_warmup or not s.keep_draws else s.thin),
             phase.end) - step
+    if step == 0 and self.program.first_chunk_without_xla:
+      # Run op by op while XLA compiles, the first chunk is cut short: a
+      # run without warmup would otherwise take its first 200 draws op by
+      # op (270 s for a deep-tree run XLA samples in seconds).
+      n = min(n, FIRST_CHUNK_MAX_TRANSITIONS)
     first_call = not self.program.compiled
     inputs = self._inputs(self.state, step, n)
     capacity = self._capacity()
