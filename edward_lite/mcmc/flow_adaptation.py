@@ -24,13 +24,24 @@ from typing import Any, Optional
 import numpy as np
 
 from edward_lite.checks import arguments
+from edward_lite.mcmc.nuts import NUTS
 from edward_lite.vi.fit import fit as vi_fit
 from edward_lite.vi.families import Family, get_family
 from edward_lite.vi.results import VIResult
 
-__all__ = ["FlowAdaptation", "resolve", "fit_transport", "check_fit", "describe"]
+__all__ = ["FlowAdaptation", "resolve", "fit_transport", "check_fit", "describe", "flow_nuts",
+           "FLOW_TARGET_ACCEPT"]
 
 FLOW_CHECKPOINT = "flow_fit"  # the fit's checkpoint, a directory inside the run's
+# NUTS's target acceptance through a flow when the kernel is given by name:
+# where the fit is loosest (a funnel's neck) the curvature left is largest,
+# and at Stan's 0.8 a few transitions there diverged (RESULTS section 55).
+FLOW_TARGET_ACCEPT = 0.9
+
+
+def flow_nuts():
+  """The NUTS kernel ``kernel="nuts"`` means in a flow run."""
+  return NUTS(target_accept=FLOW_TARGET_ACCEPT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,19 +54,20 @@ class FlowAdaptation:
       object (``ed.vi.IAF(layers=4, hidden=(64, 64))``); ``"meanfield"`` and
       ``"fullrank"`` give a linear transport (a fixed metric from VI).
     steps: the fit's optimization steps.
-    samples: draws per step (None: the family's default).
+    samples: draws per step: fewer than a VI fit's default (128 for a
+      flow), as the chains correct the fit, so total gradients per
+      effective draw fall (RESULTS section 55).
     learning_rate: the fit's (None: the family's default).
   """
   family: Any = "iaf"
   steps: int = 1000
-  samples: Optional[int] = None
+  samples: int = 32
   learning_rate: Optional[float] = None
 
   def __post_init__(self):
     get_family(self.family)  # a clear error for an unknown family, here
     arguments.check_integer("FlowAdaptation steps", self.steps, 1)
-    if self.samples is not None:
-      arguments.check_integer("FlowAdaptation samples", self.samples, 1)
+    arguments.check_integer("FlowAdaptation samples", self.samples, 1)
     if self.learning_rate is not None:
       arguments.check_positive("FlowAdaptation learning_rate", self.learning_rate)
 

@@ -1,0 +1,170 @@
+"""Posteriors whose curvature changes with position: edward_lite's default
+adaptation against ``adapt_metric="flow"`` (issue 54, item 4).
+
+Each run is NUTS, 4 chains x 1000 draws, and counts every gradient: warmup,
+the flow's fit and sampling.  Per posterior, tool and seed it prints the
+total gradients, the smallest bulk and tail ESS over the scalars, gradients
+per min ESS, divergences after warmup, the largest R-hat, wall seconds
+(compile and the fit included) and the agreement with an exact or
+reference answer (the largest |z| of a mean, the range of sd ratios).
+
+- ``funnel10``, ``funnel100``: Neal's funnel, centred, ``v ~ N(0, 3)``,
+  ``x_i | v ~ N(0, e^{v/2})``; exact for ``v`` (and ``P(v < -5) = 0.0478``,
+  its z given as ``tail_z``).
+- ``eight_schools_centred``: the centred program against posteriordb's
+  reference (of the same posterior).
+- ``gp_poisson``: the battery's latent GP with a Poisson likelihood
+  (float64), against its quadrature-and-importance reference.
+- ``banana``: ``x1 ~ N(0, 10)``, ``x2 | x1 ~ N(0.03 (x1^2 - 100), 1)``;
+  exact: ``x2`` has mean 0 and sd ``sqrt(19)``.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/hard_geometry.py \\
+        [--posteriors funnel10,banana] [--tools default,flow] [--seeds 0,1,2]
+
+Peers (nutpie, NumPyro's NeuTra) are not run here yet.  Results:
+``benchmarks/RESULTS.md``, section 55.
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests"))
+sys.path.insert(0, HERE)
+
+import edward_lite as ed  # pylint: disable=wrong-import-position
+from machine import machine_line, version  # pylint: disable=wrong-import-position
+
+CHAINS, WARMUP, DRAWS = 4, 1000, 1000
+FUNNEL_TAIL = 0.04779  # P(v < -5) for v ~ N(0, 3)
+
+
+def _funnel(dim):
+  def funnel():
+    v = ed.Normal(0., 3., name="v")
+    return ed.Normal(tf.zeros(dim - 1), tf.exp(v / 2.), name="x")
+
+  def agree(draws):
+    v = np.asarray(draws["v"], np.float64)
+    z = v.mean() / float(ed.diagnostics.mcse_mean(v))
+    tail = float(np.mean(v < -5.))
+    ess = float(ed.diagnostics.ess_tail(v))
+    tail_z = (tail - FUNNEL_TAIL) / np.sqrt(FUNNEL_TAIL * (1 - FUNNEL_TAIL) / ess)
+    return abs(z), (v.std() / 3.,) * 2, tail_z
+  return funnel, (), {}, {}, agree
+
+
+def _banana():
+  def banana():
+    x1 = ed.Normal(0., 10., name="x1")
+    ed.Normal(0.03 * (tf.square(x1) - 100.), 1., name="x2")
+
+  def agree(draws):
+    zs, ratios = [], []
+    for name, sd in (("x1", 10.), ("x2", np.sqrt(19.))):
+      x = np.asarray(draws[name], np.float64)
+      zs.append(abs(x.mean()) / float(ed.diagnostics.mcse_mean(x)))
+      ratios.append(x.std() / sd)
+    return max(zs), (min(ratios), max(ratios)), None
+  return banana, (), {}, {}, agree
+
+
+def _eight_schools_centred():
+  import posteriordb_models as pdb  # pylint: disable=import-outside-toplevel
+  p = pdb.load("eight_schools")
+
+  def centred(sigma):
+    mu = ed.Normal(0., 5., name="mu")
+    tau = ed.HalfCauchy(0., 5., name="tau")
+    theta = ed.Normal(mu * tf.ones_like(sigma), tau, name="theta")
+    return ed.Normal(theta, sigma, name="y")
+
+  def agree(draws):
+    zs, ratios = [], []
+    for name, x in {"mu": draws["mu"], "tau": draws["tau"],
+                    **pdb._scalars("theta", draws["theta"])}.items():  # pylint: disable=protected-access
+      ref = p.reference[name]
+      x = np.asarray(x, np.float64)
+      zs.append(abs(x.mean() - ref["mean"]) / np.hypot(float(ed.diagnostics.mcse_mean(x)),
+                                                       ref["mcse_mean"]))
+      ratios.append(x.std() / ref["sd"])
+    return max(zs), (min(ratios), max(ratios)), None
+  return centred, p.args, p.observed, {}, agree
+
+
+def _gp_poisson():
+  import battery_models as bm  # pylint: disable=import-outside-toplevel
+  m = bm.MODELS["gp_poisson"]
+  args, observed = m.data()
+
+  def agree(draws):
+    out = bm.agreement(m, draws)
+    return out["max_z_mean"], out["sd_ratio"], None
+  return m.program, args, observed, {"dtype": tf.float64, **m.options}, agree
+
+
+POSTERIORS = {"funnel10": lambda: _funnel(10), "funnel100": lambda: _funnel(100),
+              "eight_schools_centred": _eight_schools_centred, "gp_poisson": _gp_poisson,
+              "banana": _banana}
+TOOLS = {"default": {}, "flow": {"adapt_metric": "flow"}}
+
+
+def run(posterior, tool, seed):
+  program, args, observed, options, agree = POSTERIORS[posterior]()
+  options = {**options, **TOOLS[tool]}
+  t0 = time.perf_counter()
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    post = ed.mcmc.sample(program, *args, observed=observed, chains=CHAINS, warmup=WARMUP,
+                          draws=DRAWS, seed=seed, progress=False, **options)
+    table = post.summary()
+  wall = time.perf_counter() - t0
+  ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
+  z, ratios, tail_z = agree(post.draws)
+  fit = (post.transport or {}).get("num_gradients") or 0
+  return dict(posterior=posterior, tool=tool, seed=seed, total=post.total_gradients, fit=fit,
+              min_ess=ess, per_ess=post.total_gradients / max(ess, 1e-9),
+              bulk=float(table["ess_bulk"].min()), tail=float(table["ess_tail"].min()),
+              divergences=int(post.divergences.sum()), rhat=float(table["r_hat"].max()),
+              wall=wall, z=z, ratios=ratios, tail_z=tail_z, warmup=post.warmup)
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--posteriors", default=",".join(POSTERIORS))
+  parser.add_argument("--tools", default=",".join(TOOLS))
+  parser.add_argument("--seeds", default="0,1,2")
+  a = parser.parse_args()
+  print(machine_line())
+  print(f"# tensorflow {version('tensorflow')}, tensorflow-probability "
+        f"{version('tensorflow-probability')}, NUTS {CHAINS} chains x ({WARMUP} + {DRAWS})")
+  print("posterior | tool | seed | total grads (fit) | min bulk/tail ESS | grads/min ESS | "
+        "div | max R-hat | wall s | max|z| mean | sd ratios | tail z")
+  rows = []
+  for posterior in a.posteriors.split(","):
+    for tool in a.tools.split(","):
+      for seed in (int(s) for s in a.seeds.split(",")):
+        r = run(posterior, tool, seed)
+        rows.append(r)
+        tail = "" if r["tail_z"] is None else f"{r['tail_z']:+.1f}"
+        print(f"{posterior} | {tool} | {seed} | {r['total']} ({r['fit']}) | "
+              f"{r['bulk']:.0f}/{r['tail']:.0f} | {r['per_ess']:.1f} | {r['divergences']} | "
+              f"{r['rhat']:.3f} | {r['wall']:.0f} | {r['z']:.1f} | "
+              f"{r['ratios'][0]:.2f}-{r['ratios'][1]:.2f} | {tail}", flush=True)
+  print("\nmedian gradients per min ESS, default / flow:")
+  for posterior in a.posteriors.split(","):
+    med = {t: np.median([r["per_ess"] for r in rows if r["posterior"] == posterior
+                         and r["tool"] == t]) for t in a.tools.split(",")}
+    ratio = med.get("default", np.nan) / med.get("flow", np.nan)
+    print(f"  {posterior}: " + ", ".join(f"{t} {v:.1f}" for t, v in med.items())
+          + f"; default / flow {ratio:.1f}x")
+
+
+if __name__ == "__main__":
+  main()
