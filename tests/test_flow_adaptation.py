@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import edward_lite as ed
-from edward_lite.mcmc import notes
+from edward_lite.mcmc import flow_adaptation, notes
 from edward_lite.model.transported import Transport, TransportedTarget
 
 
@@ -57,6 +57,18 @@ def short_fit(model, family, steps=3):
     return ed.vi.fit(model, family=family, steps=steps, seed=1, init="uniform", warm_start=0,
                      jit_compile=False,
                      progress=False)
+
+
+def test_init_values_start_where_they_say_through_the_transport():
+  base = ed.make_target(bounded_gaussian)
+  moved = TransportedTarget(base, affine([0.5, -1.], [2., 0.3]))
+  v = flow_adaptation.starting_points(moved, {"mu": 3., "sigma": 2.}, 2, 0, 2.)
+  np.testing.assert_allclose(moved.constrain_flat(v).numpy(), [[3., 2.]] * 2, rtol=1e-5)
+  v = flow_adaptation.starting_points(moved, {"sigma": 0.5}, 3, 0, 2.)
+  x = moved.constrain_flat(v).numpy()
+  np.testing.assert_allclose(x[:, 1], 0.5, rtol=1e-5)
+  assert np.all(np.abs(x[:, 0]) < 2.) and np.unique(x[:, 0]).size == 3  # drawn in (-2, 2)
+  assert flow_adaptation.starting_points(moved, "prior", 3, 0, 2.) == "prior"
 
 
 @pytest.mark.parametrize("family", ["fullrank", pytest.param("iaf", marks=pytest.mark.slow)])
@@ -152,6 +164,8 @@ def test_bad_flow_settings_are_named():
     ed.mcmc.FlowAdaptation(steps=0)
   with pytest.raises(ValueError, match="'flow', an ed.mcmc.FlowAdaptation"):
     ed.mcmc.sample(bounded_gaussian, adapt_metric="flows", progress=False)
+  with pytest.raises(ValueError, match="adapt_metric='flow' runs the chains on one device"):
+    ed.mcmc.sample(bounded_gaussian, adapt_metric="flow", strategy="default", progress=False)
   fit = short_fit(funnel, "meanfield")
   with pytest.raises(ValueError, match="fit was made for latents"):
     ed.mcmc.sample(bounded_gaussian, adapt_metric=fit, progress=False)

@@ -86,9 +86,7 @@ class Program:
     fingerprint = fingerprints.fingerprint(model, args, kwargs, observed,
                                           tracing.active_tracers())
     if transport is not None:
-      if strategy is not None:
-        raise ValueError("adapt_metric='flow' runs on one device: give no strategy= with it "
-                         "(or parallel='chain_groups' without a flow).")
+      assert strategy is None, "SampleSettings refuses a flow with a strategy"
       if fingerprint.data is not None:
         fingerprint = fingerprint._replace(data=f"{fingerprint.data}+{transport.key}")
     key = (fingerprint.key, kernel.settings(), chains, pooled, id(strategy), parallel,

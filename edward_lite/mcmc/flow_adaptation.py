@@ -22,15 +22,17 @@ import warnings
 from typing import Any, Optional
 
 import numpy as np
+import tensorflow as tf
 
 from edward_lite.checks import arguments
+from edward_lite.model.init_values import PartialInit, complete, parse_init
 from edward_lite.mcmc.nuts import NUTS
 from edward_lite.vi.fit import fit as vi_fit
 from edward_lite.vi.families import Family, get_family
 from edward_lite.vi.results import VIResult
 
 __all__ = ["FlowAdaptation", "resolve", "fit_transport", "check_fit", "describe", "flow_nuts",
-           "FLOW_TARGET_ACCEPT"]
+           "starting_points", "FLOW_TARGET_ACCEPT"]
 
 FLOW_CHECKPOINT = "flow_fit"  # the fit's checkpoint, a directory inside the run's
 # NUTS's target acceptance through a flow when the kernel is given by name:
@@ -120,6 +122,23 @@ def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, ch
 
 
 _FIT_VERDICTS = ("The fitted ", "The ELBO was still rising")
+
+
+def starting_points(target, init, chains, seed, radius):
+  """``init=`` for a ``TransportedTarget``: a mode (a string) as it is,
+  drawn in ``v``; values (a dict of constrained values, some or all, or an
+  array of unconstrained ``u [C, D]``) as ``v = T^{-1}(u)`` ``[C, D]``, the
+  latents a dict leaves out drawn uniform in ``(-radius, radius)`` on ``u``
+  (as ``init="uniform"`` does)."""
+  if isinstance(init, str):
+    return init
+  base = target.base
+  u = parse_init(base, init, chains)
+  if isinstance(u, PartialInit):
+    dtype = base.dtype.as_numpy_dtype
+    drawn = np.random.default_rng(seed).uniform(-radius, radius, (chains, base.dim))
+    u = complete(base, u, drawn.astype(dtype))
+  return np.asarray(target.transport.inverse(tf.constant(u, base.dtype)))
 
 
 def check_fit(fit, target):

@@ -31,6 +31,8 @@ cuts the same chunks).  With 256 chains or more warmup runs in rounds of 4,
 the step size adapting once per round, so the warmup depends on it as well.
 """
 
+import dataclasses
+
 from edward_lite.checks import arguments
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import run_chunks
@@ -169,6 +171,8 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
                      flow_fit.transport() if flow_fit is not None else None)
   if flow_fit is not None:
     flow_adaptation.check_fit(flow_fit, program.target)
+    settings = dataclasses.replace(settings, init=flow_adaptation.starting_points(
+        program.target, settings.init, settings.chains, settings.seed, settings.init_radius))
   settings = settings.for_target(program.target, groups)
   ckpt = Checkpointer(settings.checkpoint_dir, program.fingerprint,
                       settings.checkpoint_settings()) if settings.checkpoint_dir else None

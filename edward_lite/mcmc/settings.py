@@ -166,6 +166,10 @@ class SampleSettings:
                        f"an ed.mcmc.FlowAdaptation or a fit of ed.vi.fit; got {adapt_metric!r}.")
     if not isinstance(adaptive_warmup, bool):
       raise ValueError(f"adaptive_warmup must be True or False; got {adaptive_warmup!r}.")
+    if flow is not None and strategy is not None and parallel != "chain_groups":
+      raise ValueError("adapt_metric='flow' runs the chains on one device, or with "
+                       "parallel='chain_groups' on each; give no strategy= for "
+                       f"parallel={parallel!r}.")
     if flow is not None and isinstance(kernel, str) and kernel.lower() == "nuts":
       kernel = flow_adaptation.flow_nuts()
     kernel = get_kernel(kernel)
