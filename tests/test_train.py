@@ -235,6 +235,11 @@ def test_bad_input_is_one_sentence_before_compiled_work():
       (dict(dataset=tf.data.Dataset.from_tensor_slices({"x": x, "y": x}).batch(8)),
        r"key\(s\) \['y'\] name neither a random variable"),
       (dict(dataset=batches(x).repeat()), "repeats forever"),
+      # A key that names no argument: Python's "missing 1 required positional
+      # argument" before (issue 55, item 6).
+      (dict(dataset=tf.data.Dataset.from_tensor_slices({"image": x}).batch(8)),
+       r"The model's argument\(s\) \['x'\] have no dataset= key of that name; the "
+       r"dataset's keys are \['image'\]"),
       (dict(steps=None), "steps= or epochs="),
   ]
   for change, message in cases:

@@ -69,6 +69,16 @@ def _parameters(fn):
           any(p.kind == p.VAR_KEYWORD for p in params))
 
 
+def _required(fn):
+  """The parameters of ``fn`` a call must give: no default, passable by keyword."""
+  try:
+    params = inspect.signature(fn).parameters.values()
+  except (TypeError, ValueError):
+    return []
+  return [p.name for p in params if p.default is p.empty
+          and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
 def _per_example(log_prob, rows, name):
   """``log_prob`` ``[b, ...]`` summed to ``[b]``."""
   if log_prob.shape.rank == 0 or (log_prob.shape[0] is not None and rows is not None
@@ -99,6 +109,12 @@ class BatchProgram:
                        "variables of the model and arguments of the model or guide); its "
                        f"elements are {element_spec}.")
     self.model, self.guide, self.spec = model, guide, element_spec
+    for what, fn in (("model", model), ("guide", guide)):
+      missing = [n for n in _required(fn) if n not in element_spec] if fn is not None else []
+      if missing:
+        raise ValueError(f"The {what}'s argument(s) {missing} have no dataset= key of that "
+                         f"name; the dataset's keys are {list(element_spec)}: name each key "
+                         f"after an argument or an observed random variable.")
     params, self._model_any = _parameters(model)
     self._model_keys = [k for k in element_spec if self._model_any or k in params]
     params, guide_any = _parameters(guide) if guide is not None else (set(), False)
