@@ -91,7 +91,11 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       random-walk Metropolis a diagonal from the draws in Stan's windows.
       ``"low_rank"``, ``"diag"`` or ``"dense"`` (every direction; for a
       strongly correlated posterior of moderate dimension) choose; ``False``
-      keeps the identity.
+      keeps the identity.  ``"flow"`` (or an ``ed.mcmc.FlowAdaptation``, or
+      a fit of this model by ``ed.vi.fit``) first fits a normalizing flow
+      to the posterior and samples through it, for curvature that changes
+      with position (``ed.mcmc.flow_adaptation``; the result's
+      ``transport`` and ``total_gradients`` count the fit).
     adaptive_warmup: end warmup as soon as the metric has settled and the
       chains agree (from 100 iterations, then a final step-size window of
       up to 50), instead of always running ``warmup`` iterations; kernels
