@@ -9,8 +9,8 @@ from edward_lite.mcmc.run_check import SamplingFailedError
 from edward_lite.mcmc.sample import sample
 from edward_lite.mcmc import saved as _saved  # registers MCMCResult with save / ed.load
 
-__all__ = ["sample", "FlowAdaptation", "HMC", "NUTS", "RWMH", "ChEES", "Kernel", "MCMCResult", "Summary",
-           "CheckpointMismatchError", "CheckpointCorruptError", "CheckpointLockedError",
+__all__ = ["sample", "FlowAdaptation", "HMC", "NUTS", "RWMH", "ChEES", "Kernel", "MCMCResult",
+           "Summary", "CheckpointMismatchError", "CheckpointCorruptError", "CheckpointLockedError",
            "SamplingFailedError"]
 
 

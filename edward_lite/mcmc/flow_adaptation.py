@@ -95,11 +95,12 @@ def resolve(adapt_metric):
 
 
 def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, checkpoint_dir):
-  """The ``VIResult`` whose ``transport()`` the run samples through: ``flow``
-  itself when it is one, else ``ed.vi.fit`` by ``flow``'s settings (its
-  checkpoint in ``checkpoint_dir/flow_fit``)."""
+  """``(fit, notes)``: the ``VIResult`` whose ``transport()`` the run samples
+  through -- ``flow`` itself when it is one, else ``ed.vi.fit`` by
+  ``flow``'s settings (its checkpoint in ``checkpoint_dir/flow_fit``) -- and
+  the fit's own verdicts on itself, kept for ``describe``."""
   if isinstance(flow, VIResult):
-    return flow
+    return flow, []
   # The fit's own verdicts (k-hat, a rising ELBO) judge it as the posterior;
   # here the chains correct it, so they go into the result's transport
   # record (``describe``), not to the user as warnings.
@@ -110,15 +111,15 @@ def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, ch
                  dtype=dtype, progress=progress,
                  checkpoint_dir=(os.path.join(checkpoint_dir, FLOW_CHECKPOINT)
                                  if checkpoint_dir else None), **kwargs)
-  fit.fit_notes = []
+  notes = []
   for warning in caught:
     text = str(warning.message)
     if text.startswith(_FIT_VERDICTS):
-      fit.fit_notes.append(text)
+      notes.append(text)
     else:
       warnings.warn_explicit(warning.message, warning.category, warning.filename,
                              warning.lineno)
-  return fit
+  return fit, notes
 
 
 _FIT_VERDICTS = ("The fitted ", "The ELBO was still rising")
@@ -151,11 +152,12 @@ def check_fit(fit, target):
                      f"{ours}: fit the same model (ed.vi.fit) to sample through it.")
 
 
-def describe(fit, flow):
-  """The result's ``transport`` record: what was fitted and what it cost."""
+def describe(fit, flow, notes):
+  """The result's ``transport`` record: what was fitted, what it cost and
+  ``notes`` (``fit_transport``'s)."""
   elbo = np.asarray(fit.elbo, np.float64)
   tail = elbo[-max(1, len(elbo) // 10):]
   return dict(family=getattr(fit.family, "name", str(fit.family)), steps=int(fit.steps),
               num_gradients=fit.num_gradients, fitted_here=not isinstance(flow, VIResult),
               elbo=float(np.nanmean(tail)) if np.isfinite(tail).any() else float("nan"),
-              notes=list(getattr(fit, "fit_notes", [])))
+              notes=list(notes))

@@ -197,8 +197,7 @@ def fit(model, *args, observed=None, family="meanfield", steps=5000, samples=Non
                     elbo=out.elbo, steps=out.steps, samples=settings.samples,
                     converged=out.converged,
                     nonfinite=out.nonfinite, timings=out.timings, seed=settings.seed,
-                    settings=settings.result_settings())
-  result.num_gradients = spent["gradients"]
+                    settings=settings.result_settings(), num_gradients=spent["gradients"])
   if settings.dataset is None:
     fit_check.warn_if_untrusted(result)
   return result

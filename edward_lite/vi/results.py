@@ -59,7 +59,7 @@ class VIResult:
   """
 
   def __init__(self, target, surrogate, family, elbo, steps, samples, converged, nonfinite,
-               timings, seed, full_log_prob=None, settings=None, needs=None):
+               timings, seed, full_log_prob=None, settings=None, needs=None, num_gradients=None):
     self.target, self._surrogate, self.family = target, surrogate, family
     self.settings = dict(settings or {})
     # A loaded fit: None, or the sentence saying what to pass to ed.load to
@@ -67,7 +67,7 @@ class VIResult:
     self._needs = needs
     self.elbo, self.steps, self.samples = elbo, steps, samples
     self.converged, self.nonfinite, self.timings = converged, nonfinite, timings
-    self.num_gradients = None  # set by ed.vi.fit
+    self.num_gradients = num_gradients
     self._seed = seed
     self._calls = 0  # unseeded sample() calls so far
     self._importance = None
@@ -140,8 +140,7 @@ class VIResult:
                        "unconstrained space; fit a flat family (family='iaf', 'realnvp', ...) "
                        "to precondition MCMC with it.")
     family, dim = self.family, self._surrogate.dim
-    params = {k: tf.constant(v) for k, v in self._surrogate.named(
-        [np.asarray(self._surrogate.variables[0])]).items()}
+    params = {k: tf.constant(v) for k, v in self.raw_params.items()}
     key, _ = content_hash.digest([("family", family.settings())] +
                                  [(k, np.asarray(v)) for k, v in sorted(params.items())])
     return Transport(
