@@ -80,7 +80,10 @@ def Factor(log_density, name=None):  # pylint: disable=invalid-name
   if not log_density.dtype.is_floating:
     raise TypeError(f"ed.Factor '{name}': the log density must be a floating Tensor; got "
                     f"{log_density.dtype.name}.")
-  value = tf.zeros(log_density.shape.as_list() + [0], log_density.dtype)
+  if log_density.shape.is_fully_defined():
+    value = tf.zeros(log_density.shape.as_list() + [0], log_density.dtype)
+  else:  # a batch of unknown size, in a traced function
+    value = tf.zeros(tf.concat([tf.shape(log_density), [0]], 0), log_density.dtype)
   return _traceable_factor(log_density, value=value, name=name)
 
 

@@ -124,6 +124,15 @@ def without_cache_note(fn, *args):
     quiet.close()
 
 
+def made_per_call(function):
+  """A ``tf.function`` that a library call makes anew each time (its code
+  traced once per call, by design), marked so that TensorFlow's "triggered
+  tf.function retracing" warning, which counts traces of the same code
+  across functions, does not blame the user's repeated calls."""
+  function._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
+  return function
+
+
 def first_call_quiet(fn):
   """``fn`` whose first call runs through ``without_cache_note``."""
   called = []

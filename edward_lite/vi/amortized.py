@@ -21,9 +21,17 @@ from standard-normal noise ``eps_i`` (``Normal``: ``loc + scale * eps``;
            = log_likelihood_i - kl_i,
 
 ``kl_i = log q(z_i | x_i) - log p(z_i)`` the one-draw estimate of
-``KL(q(z | x_i) || p(z))``.  The noise is an input (``noise_spec``), drawn
-per example by the pipeline, so splitting a batch across replicas gives every
-example the draw it has on one device.
+``KL(q(z | x_i) || p(z))``.  An ``ed.Factor`` of the model adds its term to
+the joint: a per-datapoint one (``[b]``) to its example's, a scalar one (a
+penalty on weights) once per batch, spread as ``s / b`` over its rows.  The
+noise is an input (``noise_spec``), drawn per example by the pipeline, so
+splitting a batch across replicas gives every example the draw it has on
+one device.
+
+``K`` draws per example (``sample_terms``; a K-sample ELBO, IWAE) run the
+programs once on the batch tiled ``K`` times (``[K b, ...]``, draw-major),
+so any Keras network takes them as a larger batch; noise is ``[b, K, ...]``
+(batch first, so a strategy splits it with its rows).
 """
 
 import inspect
@@ -31,6 +39,7 @@ import inspect
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from edward_lite.language import dtypes
 from edward_lite.language.random_variable import DeferredValue
 from edward_lite.language.tracing import tape, trace
 from edward_lite.language.transformations import condition
@@ -39,7 +48,7 @@ tfd = tfp.distributions
 
 __all__ = ["BatchProgram", "sample_from_noise"]
 
-TERMS = ("log_likelihood", "log_prior", "log_q")
+TERMS = ("log_likelihood", "log_prior", "log_q", "factor")
 
 
 def sample_from_noise(dist, eps, name):
@@ -57,6 +66,26 @@ def sample_from_noise(dist, eps, name):
       f"The guide draws '{name}' from {type(dist).__name__}, which ed.vi.train cannot draw "
       "from per-example noise; use Normal, MultivariateNormalDiag/TriL, or an Independent or "
       "TransformedDistribution (LogNormal, a flow) of one.")
+
+
+def _is_factor(rv):
+  return isinstance(rv.distribution, tfp.experimental.distributions.IncrementLogProb)
+
+
+def stopped(dist):
+  """``dist`` with its parameters' gradients stopped (the ``log q`` of the
+  doubly reparameterized gradient, which reaches the guide through ``z``
+  only); a parameter that is not a tensor (a bijector, a linear operator)
+  is kept, and ``BatchProgram.check_stopped`` finds one that still carries
+  the guide's gradient."""
+  params = {}
+  for key, value in dist.parameters.items():
+    if isinstance(value, tfd.Distribution):
+      value = stopped(value)
+    elif tf.is_tensor(value):
+      value = tf.stop_gradient(value)
+    params[key] = value
+  return dist.copy(**params)
 
 
 def _parameters(fn):
@@ -119,14 +148,22 @@ class BatchProgram:
     self._model_keys = [k for k in element_spec if self._model_any or k in params]
     params, guide_any = _parameters(guide) if guide is not None else (set(), False)
     self._guide_keys = [k for k in element_spec if guide_any or k in params]
-    self.observed, self.latents, self.noise_spec = None, None, None
+    self.observed, self.latents, self.noise_spec, self.factors = None, None, None, []
+
+  def _run(self, program, batch, keys):
+    """``program`` called with its keys of ``batch``, as a model run in the
+    data's floating dtype (NumPy float64 constants in a float32 model
+    follow the data, as in ``ed.mcmc.sample``)."""
+    floats = [s.dtype for s in self.spec.values() if s.dtype.is_floating]
+    with dtypes.float_scope(floats[0] if floats else None):
+      return program(**{k: batch[k] for k in keys})
 
   def inspect(self, batch):
     """Runs model and guide once on ``batch`` (eagerly, building Keras layers)
     and checks them; returns the trainable variables they read."""
     with tf.GradientTape() as grad_tape:
-      with tape() as rvs:
-        self.model(**{k: batch[k] for k in self._model_keys})
+      with tape() as rvs, tf.GradientTape() as model_tape:
+        self._run(self.model, batch, self._model_keys)
       names = list(rvs)
       self.observed = [k for k in self.spec if k in names]
       stray = [k for k in self.spec if k not in names and k not in self._model_keys
@@ -137,7 +174,8 @@ class BatchProgram:
       if not self.observed:
         raise ValueError(f"No dataset= key names a random variable of the model (it has "
                          f"{names}; the keys are {list(self.spec)}); the data must be observed.")
-      latents = [n for n in names if n not in self.observed]
+      self.factors = [n for n in names if _is_factor(rvs[n])]
+      latents = [n for n in names if n not in self.observed and n not in self.factors]
       if self.guide is None and latents:
         raise ValueError(f"The model has latent(s) {latents}; give a guide= that draws them "
                          "(guide=None is for a fully observed model, trained by maximum "
@@ -146,7 +184,12 @@ class BatchProgram:
         raise ValueError(f"The model has no latent random variable (all of {names} are "
                          "observed): there is nothing for a guide to infer; pass guide=None "
                          "to train it by maximum likelihood.")
-      drawn = self._guide_draws(batch)
+      with tf.GradientTape() as guide_tape:
+        drawn = self._guide_draws(batch)
+      if None in drawn:
+        raise ValueError("The guide draws a random variable without a name; name each draw "
+                         f"after the model's latent it stands for (its latents are {latents}), "
+                         "and build helper distributions with tfp.distributions, not ed.")
       extra = [n for n in drawn if n not in latents]
       if extra:
         raise ValueError(f"The guide draws {extra}, which {'is' if len(extra) == 1 else 'are'} "
@@ -166,21 +209,45 @@ class BatchProgram:
                          for n, v in self.latents.items()}
       noise = {n: tf.zeros_like(v) for n, v in self.latents.items()}
       self.terms(batch, noise)
-    # Under a strategy the tape sees a mirrored variable's local copy: train its container.
-    extended, variables = tf.distribute.get_strategy().extended, []
-    for v in grad_tape.watched_variables():
-      v = extended.value_container(v)
-      if v.trainable and not any(v is u for u in variables):
-        variables.append(v)
+    variables = _trainable(grad_tape.watched_variables())
+    guide_variables = _trainable(guide_tape.watched_variables())
+    self._variables, self._model_variables = variables, _trainable(model_tape.watched_variables())
+    self.in_guide = [any(v is u for u in guide_variables) for v in variables]
     if not variables:
       raise ValueError("Neither the model nor the guide reads a trainable variable (Keras "
                        "layers or tf.Variable): there is nothing to train.")
     return variables
 
-  def _guide_draws(self, batch, noise=None, log_q=None):
+  def check_stopped(self, batch):
+    """Raises unless every ``log q`` term with stopped parameters
+    (``stopped``) carries no gradient to the guide's variables but through
+    ``z``: the doubly reparameterized gradient's condition."""
+    noise = {n: tf.zeros_like(v) for n, v in self.latents.items()}
+    variables = [v for v, g in zip(self._variables, self.in_guide) if g]
+    shared = [v.name for v, g in zip(self._variables, self.in_guide)
+              if g and any(v is u for u in self._model_variables)]
+    if shared:
+      raise ValueError(f"The model and the guide both read {shared[:3]}; the doubly "
+                       "reparameterized gradient needs the guide's variables apart: use "
+                       "IWAE(gradient='reparameterized').")
+    for name in self.latents:
+      with tf.GradientTape() as tape:
+        log_q = []
+        self._guide_draws(batch, noise, log_q, stop_q=True, stop_z=True, only=name)
+      grads = tape.gradient(log_q[0], variables)
+      if any(g is not None for g in grads):
+        raise ValueError(f"The guide's distribution of '{name}' keeps its gradient after its "
+                         "parameters are stopped (a bijector or linear operator computed by a "
+                         "network): the doubly reparameterized gradient needs tensor "
+                         "parameters (Normal, MultivariateNormalDiag/TriL, LogNormal); use "
+                         "IWAE(gradient='reparameterized').")
+
+  def _guide_draws(self, batch, noise=None, log_q=None, stop_q=False, stop_z=False, only=None):
     """Runs the guide: ``name -> value`` of its draws (``noise``: from it;
     else TFP's own draw, for the first inspection).  ``log_q``: a list the
-    per-example ``log q`` terms are appended to."""
+    per-example ``log q`` terms are appended to, with the distributions'
+    parameters stopped if ``stop_q`` (at ``z`` stopped too if ``stop_z``,
+    of latent ``only`` if given)."""
     out = {}
     if self.guide is None:
       return out
@@ -202,30 +269,65 @@ class BatchProgram:
                          "which is not reparameterized; the ELBO gradient cannot reach the "
                          "guide through it.")
       out[name] = rv.value
-      if log_q is not None:
-        log_q.append(_per_example(rv.distribution.log_prob(rv.value), _rows(batch), name))
+      if log_q is not None and only in (None, name):
+        dist = stopped(rv.distribution) if stop_q else rv.distribution
+        value = tf.stop_gradient(rv.value) if stop_z else rv.value
+        log_q.append(_per_example(dist.log_prob(value), _rows(batch), name))
       return rv
 
     with trace(tracer):
-      self.guide(**{k: batch[k] for k in self._guide_keys})
+      self._run(self.guide, batch, self._guide_keys)
     return out
 
-  def terms(self, batch, noise):
-    """``{log_likelihood, log_prior, log_q}``, each ``[b]``, on ``batch`` with
-    the guide's draws at ``noise`` (``name -> [b, ...]``)."""
+  def terms(self, batch, noise, copies=1, stop_q=False):
+    """``{log_likelihood, log_prior, log_q, factor}``, each ``[b]``, on
+    ``batch`` with the guide's draws at ``noise`` (``name -> [b, ...]``);
+    ``copies``: the batch holds that many copies of ``b / copies`` examples
+    (a scalar factor is spread over one copy's rows); ``stop_q``: ``log q``
+    with the guide's parameters stopped."""
     q_terms = []
-    drawn = self._guide_draws(batch, noise, q_terms)
+    drawn = self._guide_draws(batch, noise, q_terms, stop_q=stop_q)
     rows = _rows(batch)
     with tape() as rvs:
       with condition(**{k: batch[k] for k in self.observed}, **drawn):
-        self.model(**{k: batch[k] for k in self._model_keys})
+        self._run(self.model, batch, self._model_keys)
     parts = {n: _per_example(rv.distribution.log_prob(rv.value), rows, n)
-             for n, rv in rvs.items()}
+             for n, rv in rvs.items() if n not in self.factors}
     log_likelihood = tf.add_n([parts[k] for k in self.observed])
     zero = tf.zeros_like(log_likelihood)  # no latents: maximum likelihood
+    factors = [zero]
+    for n in self.factors:
+      term = rvs[n].distribution.log_prob(rvs[n].value)
+      if term.shape.rank == 0:  # once per batch
+        term = zero + term * copies / tf.cast(tf.shape(zero)[0], term.dtype)
+      factors.append(_per_example(term, rows, n))
     return dict(log_likelihood=log_likelihood,
                 log_prior=tf.add_n([zero] + [parts[n] for n in self.latents]),
-                log_q=tf.add_n([zero] + q_terms))
+                log_q=tf.add_n([zero] + q_terms), factor=tf.add_n(factors))
+
+  def sample_terms(self, batch, noise, samples, stop_q=False):
+    """The terms (``terms``) of ``samples`` (``K``) draws per example, each
+    ``[K, b]``; ``noise``: ``name -> [b, K, ...]`` (``[b, ...]`` if K = 1)."""
+    if samples == 1:
+      return {k: v[tf.newaxis] for k, v in self.terms(batch, noise, stop_q=stop_q).items()}
+    tiled = {k: tf.tile(v, [samples] + [1] * (v.shape.rank - 1)) for k, v in batch.items()}
+    flat = {}
+    for n, eps in noise.items():
+      eps = tf.transpose(eps, [1, 0] + list(range(2, eps.shape.rank)))  # [K, b, ...]
+      flat[n] = tf.reshape(eps, tf.concat([[-1], tf.shape(eps)[2:]], 0))
+    out = self.terms(tiled, flat, copies=samples, stop_q=stop_q)
+    return {k: tf.reshape(v, [samples, -1]) for k, v in out.items()}
+
+
+def _trainable(watched):
+  """The trainable variables among a tape's, in order, once each.  Under a
+  strategy the tape sees a mirrored variable's local copy: its container."""
+  extended, variables = tf.distribute.get_strategy().extended, []
+  for v in watched:
+    v = extended.value_container(v)
+    if v.trainable and not any(v is u for u in variables):
+      variables.append(v)
+  return variables
 
 
 def _rows(batch):
@@ -233,25 +335,27 @@ def _rows(batch):
   return next(iter(batch.values())).shape[0]
 
 
-def noise_for(noise_spec, seed, index):
+def noise_for(noise_spec, seed, index, samples=1):
   """``name -> [b, ...]`` standard-normal noise of batch ``index`` (int64)
-  with ``b`` rows: stateless in ``(seed, index, latent)``."""
+  with ``b`` rows (``[b, K, ...]`` for ``samples`` K > 1): stateless in
+  ``(seed, index, latent)``."""
   def draw(rows):
     base = tf.random.experimental.stateless_fold_in(seed, index)
+    lead = [rows] if samples == 1 else [rows, samples]
     return {name: tf.random.stateless_normal(
-        tf.concat([[rows], spec.shape[1:].as_list()], 0) if spec.shape.rank > 1 else [rows],
+        tf.concat([lead, spec.shape[1:].as_list()], 0) if spec.shape.rank > 1 else lead,
         tf.random.experimental.stateless_fold_in(base, j), dtype=spec.dtype)
             for j, (name, spec) in enumerate(sorted(noise_spec.items()))}
   return draw
 
 
-def with_noise(dataset, noise_spec, seed, start=0):
+def with_noise(dataset, noise_spec, seed, start=0, samples=1):
   """The endless pipeline of ``(data, noise)`` from step ``start``: the
   dataset repeated, its first ``start`` batches skipped, each batch paired
-  with the noise of its step."""
+  with the noise of its step (``samples`` draws per example)."""
 
   def pair(step, batch):
     rows = tf.shape(next(iter(batch.values())))[0]
-    return batch, noise_for(noise_spec, seed, step)(rows)
+    return batch, noise_for(noise_spec, seed, step, samples)(rows)
 
   return dataset.repeat().skip(start).enumerate(start).map(pair)

@@ -18,6 +18,7 @@ resumed run continues exactly as an uninterrupted one.
 """
 
 import contextlib
+import dataclasses
 import hashlib
 import random
 import time
@@ -33,17 +34,18 @@ from edward_lite.distribute.strategies import resolve
 from edward_lite.runtime import console, content_hash, fingerprints, seeds
 from edward_lite.runtime.checkpoint import Checkpointer, closes_checkpoints
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord, run_chunks
-from edward_lite.vi import amortized, train_step
+from edward_lite.vi import amortized, objectives, train_step
+from edward_lite.vi.early_stopping import EarlyStopping, StopTraining, Tracker
 from edward_lite.vi.train_result import Evaluator, Scalars
 
 __all__ = ["train"]
 
 
 @closes_checkpoints
-def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, learning_rate=1e-3,
-          strategy=None, seed=0, checkpoint_dir=None, checkpoint_every=None,
-          tensorboard_dir=None, evaluate=None, eval_every=None, progress=True,
-          steps_per_call=50, jit_compile=True):
+def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, optimizer=None,
+          learning_rate=1e-3, strategy=None, seed=0, checkpoint_dir=None, checkpoint_every=None,
+          tensorboard_dir=None, evaluate=None, eval_every=None, early_stopping=None,
+          progress=True, steps_per_call=50, jit_compile=True):
   """Trains a model with per-datapoint latents and its amortized guide.
 
   Args:
@@ -62,6 +64,9 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
       ``drop_remainder=True`` so every replica gets rows.
     steps, epochs: the run's length, in optimizer steps or passes over the
       dataset (one of the two).
+    objective: what each step maximizes per example (``objectives.py``):
+      ``ed.vi.ELBO(samples=1, kl_weight=1.)`` (the default; ``K`` draws,
+      a beta or a schedule of it) or ``ed.vi.IWAE(samples=5)``.
     optimizer: a Keras optimizer; default ``tf_keras`` Adam at ``learning_rate``.
     strategy: a ``tf.distribute.Strategy`` (or a name, ``ed.distribute.strategy``)
       to train data-parallel; variables are created under its scope.
@@ -77,15 +82,22 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
     tensorboard_dir: write ``elbo``, ``elbo/log_likelihood``, ``elbo/kl``,
       ``learning_rate`` per step and ``eval/*`` scalars there.
     evaluate: a held-out ``tf.data.Dataset`` (its ELBO per example and terms,
-      one fixed noise draw per example) or ``evaluate(step) -> dict`` of floats;
-      run every ``eval_every`` steps (default: at the end only) and at the end.
+      and the IWAE bound for an IWAE run, with the objective's ``K`` fixed
+      noise draws per example) or ``evaluate(step) -> dict`` of floats; run
+      every ``eval_every`` steps (default: at the end only) and at the end.
+      ``evaluate(step)`` may raise ``ed.vi.StopTraining`` to end the run
+      there; any other exception it raises leaves the step saved in the
+      checkpoint first.
+    early_stopping: an ``ed.vi.EarlyStopping(patience=...)`` watching the
+      evaluations (``early_stopping.py``), or None.
     progress: report progress with the ELBO (``runtime/progress.py``).
     steps_per_call: optimizer steps per compiled call between host updates.
     jit_compile: compile each replica's ELBO and gradient with XLA.
 
   Returns:
-    A ``TrainResult``: ``history`` (per-step ELBO per example and its terms),
-    ``evaluations``, ``timings``, ``variables``, and ``elbo(dataset)``.
+    A ``TrainResult``: ``history`` (per-step ELBO per example, its terms and
+    the objective), ``evaluations``, ``stopped``, ``best``, ``timings``,
+    ``variables``, ``elbo(dataset)`` and ``log_likelihood(dataset)``.
   """
   if not isinstance(dataset, tf.data.Dataset):
     raise TypeError(f"dataset= must be a tf.data.Dataset; got {type(dataset).__name__}.")
@@ -93,6 +105,13 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
     raise ValueError("dataset= repeats forever; give one pass over the data (drop the "
                      ".repeat()): train repeats it, and epochs= counts passes.")
   program = amortized.BatchProgram(model, guide, dataset.element_spec)
+  objective = objectives.resolve(objective)
+  if early_stopping is not None and not isinstance(early_stopping, EarlyStopping):
+    raise TypeError(f"early_stopping= must be ed.vi.EarlyStopping(...); got "
+                    f"{type(early_stopping).__name__}.")
+  if early_stopping is not None and evaluate is None:
+    raise ValueError("early_stopping= watches the evaluations: give evaluate= (a held-out "
+                     "dataset) and eval_every=.")
   seed = arguments.check_integer("seed", seed, 0)
   per_call = arguments.check_integer("steps_per_call", steps_per_call, 1)
   every = arguments.check_integer("checkpoint_every", checkpoint_every, 1) \
@@ -123,35 +142,57 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
       raise ValueError("optimizer= was created outside strategy.scope(); create it under "
                        "the scope, or give learning_rate= and let ed.vi.train create it.")
     optimizer.build(variables)
+    if objective.doubly_reparameterized:
+      program.check_stopped(first)
   seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
   opt_vars = list(optimizer.variables)
 
+  evaluator = Evaluator(program, objective, evaluate, seed_t, jit_compile)
+  monitor = None
+  if early_stopping is not None:
+    monitor = early_stopping.monitor or (
+        "iwae" if isinstance(objective, objectives.IWAE) else "elbo")
+    if isinstance(evaluate, tf.data.Dataset) and monitor not in evaluator.keys:
+      raise ValueError(f"EarlyStopping(monitor={monitor!r}) names no value of the held-out "
+                       f"evaluation, which gives {evaluator.keys}.")
+  keeps_best = early_stopping is not None and early_stopping.restore_best
   ckpt, start, saved = None, 0, None
   if checkpoint_dir:
     ckpt = Checkpointer(checkpoint_dir, _fingerprint(model, guide, first, dataset), dict(
         seed=seed, jit_compile=bool(jit_compile), optimizer=_describe(optimizer),
         variables=[(v.shape.as_list(), v.dtype.name) for v in variables],  # Keras names count
-        strategy=None if strategy is None else strategy.num_replicas_in_sync))
-    saved = ckpt.load(expect=lambda: [v.numpy() for v in variables + opt_vars])
+        strategy=None if strategy is None else strategy.num_replicas_in_sync,
+        objective=objective.describe(), early_stopping=None if early_stopping is None else
+        dataclasses.asdict(early_stopping)))
+    saved = ckpt.load(expect=lambda: [v.numpy() for v in variables * (1 + keeps_best)
+                                      + opt_vars])
     if saved is not None:
       start = saved["step"]
       for v, value in zip(variables + opt_vars, saved["state"]):
         v.assign(value)
-  scalars = Scalars(tensorboard_dir, optimizer, saved)
-  evaluator = Evaluator(program, evaluate, seed_t, jit_compile)
-  if start >= total:
-    result = scalars.result(variables, start, evaluator, program)
+  scalars = Scalars(tensorboard_dir, optimizer, saved, _tags(objective, program))
+  tracker = Tracker(early_stopping, monitor, variables, scalars.stopping, scalars.evaluations)
+  if saved is not None and keeps_best:
+    tracker.best_weights = saved["state"][len(variables) + len(opt_vars):]
+
+  def finish(steps):
+    result = scalars.result(variables, steps, evaluator)
     result.optimizer = optimizer
     return result
 
+  if start >= total or tracker.stopped:
+    return finish(start)
+
   pipeline = amortized.with_noise(dataset, program.noise_spec,
-                                  seeds.stream(seed_t, "vi_train_noise"), start)
+                                  seeds.stream(seed_t, "vi_train_noise"), start,
+                                  objective.samples)
   if strategy is not None:
     pipeline = strategy.experimental_distribute_dataset(pipeline)
   iterator = iter(pipeline)
   # The first call's TensorFlow notes (XLA's start, the compile cache) are dropped.
   run_calls = console.first_call_quiet(
-      train_step.compiled_calls(program, variables, optimizer, strategy, jit_compile))
+      train_step.compiled_calls(program, objective, variables, optimizer, strategy,
+                                jit_compile))
   timings = {"compile_s": 0., "train_s": 0., "timed_steps": 0}
 
   def run_chunk(step):
@@ -160,27 +201,39 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
       if k:
         n = min(n, k - step % k)
     began = time.perf_counter()
-    sums = run_calls(iterator, tf.constant(n)).numpy()  # [n, 5]: terms summed, rows, applied
+    sums = run_calls(iterator, tf.constant(n), tf.constant(step)).numpy()  # [n, 7]
     first_call = not timings["compile_s"]
     timings["compile_s" if first_call else "train_s"] += time.perf_counter() - began
     timings["timed_steps"] += 0 if first_call else n
     step += n
     terms = scalars.add(step - n, sums)
     if (eval_every and step % eval_every == 0) or step == total:
-      scalars.evaluated(step, evaluator(step))
-    record = None
-    if ckpt is not None and (every is None or step % every == 0 or step == total):
-      record = ChunkRecord(state=[v.numpy() for v in variables + opt_vars],
-                           arrays={"terms": scalars.unsaved()}, scalars=scalars.saved())
+      try:
+        values = evaluator(step)
+      except StopTraining as stop:
+        tracker.stop(step, str(stop) or "evaluate raised StopTraining")
+      except BaseException:
+        if ckpt is not None:  # the steps done are kept; the evaluation is not
+          ckpt.save(step, record())
+        raise
+      else:
+        scalars.evaluated(step, values)
+        tracker.update(step, values)
+    due = every is None or step % every == 0 or step == total or tracker.stopped
     return ChunkOutcome(steps=n, timing=(), postfix={"elbo": f"{terms['elbo'][-1]:.3f}"},
-                        record=record, info={})
+                        record=record() if ckpt is not None and due else None, info={},
+                        stop=tracker.stopped)
 
-  run_chunks(run_chunk, start, total, {}, progress=progress, label="training",
-             checkpointer=ckpt)
-  result = scalars.result(variables, total, evaluator, program)
-  result.optimizer = optimizer
+  def record():
+    return ChunkRecord(state=[v.numpy() for v in variables + opt_vars]
+                       + tracker.saved_weights(),
+                       arrays={"terms": scalars.unsaved()}, scalars=scalars.saved())
+
+  reached = run_chunks(run_chunk, start, total, {}, progress=progress, label="training",
+                       checkpointer=ckpt)
+  result = finish(reached)
   timed = (timings["timed_steps"], timings["train_s"]) if timings["timed_steps"] else (
-      total - start, timings["compile_s"])  # one call: its rate, compile included
+      reached - start, timings["compile_s"])  # one call: its rate, compile included
   result.timings.update(timings, steps_per_s=timed[0] / max(timed[1], 1e-9))
   if result.skipped:
     warnings.warn(f"{result.skipped} of {result.steps} steps had a non-finite ELBO or "
@@ -190,6 +243,12 @@ def train(model, guide, dataset, *, steps=None, epochs=None, optimizer=None, lea
                   "network output out of the distribution's support, are the usual causes).",
                   RuntimeWarning, stacklevel=3)
   return result
+
+
+def _tags(objective, program):
+  """The per-step history keys written to TensorBoard."""
+  tags = ["elbo", "log_likelihood", "kl"] + ["factor"] * bool(program.factors)
+  return tags + ["objective"] * (objective != objectives.ELBO())
 
 
 @contextlib.contextmanager

@@ -1,11 +1,14 @@
 """What ``ed.vi.train`` reports: the per-step ELBO and its terms (also as
 TensorBoard scalars), held-out evaluations, and the ``TrainResult``.
 
-Per step, from the batch's summed terms and its ``B`` rows:
+Per step, from the batch's summed terms (each the average of the step's
+``K`` draws per example) and its ``B`` rows:
 
-    elbo = (sum_i log p(x_i | z_i) + log p(z_i) - log q(z_i | x_i)) / B,
+    elbo = (sum_i log p(x_i | z_i) + log p(z_i) + f_i - log q(z_i | x_i)) / B,
     log_likelihood = sum_i log p(x_i | z_i) / B,
-    kl = sum_i [log q(z_i | x_i) - log p(z_i)] / B      (nats per example).
+    kl = sum_i [log q(z_i | x_i) - log p(z_i)] / B      (nats per example),
+    factor = sum_i f_i / B                              (``ed.Factor`` terms),
+    objective = sum_i objective_i / B                   (what the step maximized).
 """
 
 import dataclasses
@@ -15,17 +18,20 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2  # pylint: disable=g-direct-tensorflow-import
 
 from edward_lite.runtime import console, seeds
-from edward_lite.vi import amortized
+from edward_lite.vi import amortized, held_out, objectives
 
 __all__ = ["TrainResult", "Scalars", "Evaluator", "per_example"]
 
 
+COLUMNS = 7  # summed log_likelihood, log_prior, log_q, factor, objective; rows, applied
+
+
 def per_example(sums):
-  """``[n, 5]`` (summed log_likelihood, log_prior, log_q, rows, applied) ->
-  dict of ``[n]``."""
-  sums = np.asarray(sums, np.float64).reshape(-1, 5)
-  ll, lp, lq, rows = (sums[:, k] for k in range(4))
-  return {"elbo": (ll + lp - lq) / rows, "log_likelihood": ll / rows, "kl": (lq - lp) / rows}
+  """``[n, 7]`` step sums (``COLUMNS``) -> dict of ``[n]``."""
+  sums = np.asarray(sums, np.float64).reshape(-1, COLUMNS)
+  ll, lp, lq, factor, objective, rows = (sums[:, k] for k in range(6))
+  return {"elbo": (ll + lp + factor - lq) / rows, "log_likelihood": ll / rows,
+          "kl": (lq - lp) / rows, "factor": factor / rows, "objective": objective / rows}
 
 
 @dataclasses.dataclass
@@ -33,11 +39,15 @@ class TrainResult:
   """The outcome of ``ed.vi.train``.
 
   Attributes:
-    history: ``name -> [steps]`` NumPy: ``elbo``, ``log_likelihood``, ``kl``
-      per example of each step's batch (a resumed run includes the steps
-      before it).
+    history: ``name -> [steps]`` NumPy: ``elbo``, ``log_likelihood``, ``kl``,
+      ``factor`` and ``objective`` per example of each step's batch (a
+      resumed run includes the steps before it).
     evaluations: list of dicts ``{"step": t, ...}``, one per evaluation.
     steps: optimizer steps done.
+    stopped: None, or why the run stopped before its length:
+      ``{"step", "reason"}`` (early stopping, ``ed.vi.StopTraining``).
+    best: early stopping's best evaluation, ``{"step", monitor: value}``
+      (its weights are the variables' when it restores them), or None.
     timings: seconds: ``compile_s`` (the first call, its steps included),
       ``train_s`` (the other calls); ``timed_steps`` (theirs) and
       ``steps_per_s`` after the first call (with one call, that call's).
@@ -54,22 +64,33 @@ class TrainResult:
   optimizer: object = dataclasses.field(repr=False, default=None)
   skipped: int = 0
   first_skipped: object = None
+  stopped: object = None
+  best: object = None
   _evaluator: object = dataclasses.field(repr=False, default=None)
 
   def elbo(self, dataset):
     """ELBO per example of ``dataset`` and its terms (``log_likelihood``,
-    ``kl``), one fixed noise draw per example."""
+    ``kl``; ``iwae`` for an IWAE run), ``K`` fixed noise draws per example
+    (the objective's)."""
     return self._evaluator.on(dataset)
+
+  def log_likelihood(self, dataset, samples=1000, seed=0, rows_per_call=8192):
+    """The importance-sampled log-likelihood of held-out data, ``log p(x)``
+    per example, with its Monte Carlo error and bits per dimension
+    (``held_out.py``)."""
+    return held_out.log_likelihood(self._evaluator.program, dataset, samples, seed,
+                                   rows_per_call, self._evaluator.jit_compile)
 
 
 class Scalars:
   """The run's per-step terms and evaluations, kept for the result and the
   checkpoint and written to TensorBoard (``tensorboard_dir``)."""
 
-  def __init__(self, tensorboard_dir, optimizer, saved):
-    self.optimizer = optimizer
+  def __init__(self, tensorboard_dir, optimizer, saved, tags=("elbo", "log_likelihood", "kl")):
+    self.optimizer, self.tags = optimizer, tags
     self.sums = list(saved["arrays"].get("terms", [])) if saved else []
     self.evaluations = list(saved["scalars"].get("evaluations", [])) if saved else []
+    self.stopping = dict(saved["scalars"].get("stopping", {})) if saved else {}
     self._unsaved = []
     self.writer = tf.summary.create_file_writer(tensorboard_dir) if tensorboard_dir else None
 
@@ -84,9 +105,8 @@ class Scalars:
       with self.writer.as_default():
         for i in range(len(sums)):
           step = first_step + i + 1
-          _scalar("elbo", terms["elbo"][i], step)
-          _scalar("elbo/log_likelihood", terms["log_likelihood"][i], step)
-          _scalar("elbo/kl", terms["kl"][i], step)
+          for key in self.tags:
+            _scalar(key if key in ("elbo", "objective") else f"elbo/{key}", terms[key][i], step)
           _scalar("learning_rate", rate(step - 1) if callable(rate) else rate, step)
       self.writer.flush()
     return terms
@@ -108,19 +128,18 @@ class Scalars:
     return out
 
   def saved(self):
-    return {"evaluations": self.evaluations}
+    return {"evaluations": self.evaluations, "stopping": self.stopping}
 
-  def result(self, variables, steps, evaluator, program):
-    del program
-    sums = np.concatenate(self.sums) if self.sums else np.zeros([0, 5])
+  def result(self, variables, steps, evaluator):
+    sums = np.concatenate(self.sums) if self.sums else np.zeros([0, COLUMNS])
     history = per_example(sums)
-    skipped = np.flatnonzero(sums[:, 4] <= 0)
+    skipped = np.flatnonzero(sums[:, COLUMNS - 1] <= 0)
     if self.writer is not None:
       self.writer.close()
     return TrainResult(history=history, evaluations=self.evaluations, steps=steps, timings={},
                        variables=variables, skipped=len(skipped),
                        first_skipped=int(skipped[0]) + 1 if len(skipped) else None,
-                       _evaluator=evaluator)
+                       _evaluator=evaluator, **self.stopping)
 
 
 # TensorBoard's scalar metadata (its ``summary/v2`` ``scalar`` writes the
@@ -135,22 +154,30 @@ def _scalar(tag, value, step):
 
 
 class Evaluator:
-  """The evaluation hook: a held-out dataset's ELBO, or the user's function."""
+  """The evaluation hook: a held-out dataset's ELBO (and IWAE bound), or the
+  user's function."""
 
-  def __init__(self, program, evaluate, seed, jit_compile):
-    self.program, self.evaluate = program, evaluate
+  def __init__(self, program, objective, evaluate, seed, jit_compile):
+    self.program, self.evaluate, self.jit_compile = program, evaluate, jit_compile
     self.seed = seeds.stream(seed, "vi_eval_noise")
+    self.samples = objective.samples
+    iwae = isinstance(objective, objectives.IWAE)
+    self.keys = ["elbo", "log_likelihood", "kl"] + ["factor"] * bool(program.factors) + \
+        ["iwae"] * iwae
 
     def sums(batch, noise):
       # In float64: XLA sums a float32 vector one element after another, so
       # a batch of 10^6 rows would lose digits of its ELBO.
-      terms = program.terms(batch, noise)
-      rows = tf.cast(tf.shape(terms["log_q"])[0], tf.float64)
-      return tf.stack([tf.reduce_sum(tf.cast(terms[k], tf.float64)) for k in amortized.TERMS]
-                      + [rows, rows])
+      terms = {k: tf.cast(v, tf.float64) for k, v in
+               program.sample_terms(batch, noise, self.samples).items()}
+      rows = tf.cast(tf.shape(terms["log_q"])[1], tf.float64)
+      bound = objective.per_example(terms, 0.) if iwae else \
+          tf.reduce_mean(objectives.log_weights(terms), 0)
+      return tf.stack([tf.reduce_sum(tf.reduce_mean(terms[k], 0)) for k in amortized.TERMS]
+                      + [tf.reduce_sum(bound), rows, rows])
 
     self._sums = console.first_call_quiet(
-        tf.function(sums, jit_compile=bool(jit_compile), autograph=False))
+        console.made_per_call(tf.function(sums, jit_compile=bool(jit_compile), autograph=False)))
 
   def __call__(self, step):
     if self.evaluate is None:
@@ -164,15 +191,15 @@ class Evaluator:
     return values
 
   def on(self, dataset):
-    """``{elbo, log_likelihood, kl}`` per example over ``dataset``."""
-    spec = dataset.element_spec
-    if not isinstance(spec, dict) or set(spec) != set(self.program.spec):
-      raise ValueError(f"The evaluation dataset's elements {spec} do not have the keys of "
-                       f"the training dataset's, {sorted(self.program.spec)}.")
-    total = np.zeros(5)
+    """``{elbo, log_likelihood, kl}`` (``factor``, ``iwae``) per example over
+    ``dataset``."""
+    held_out.check_keys(dataset, self.program, "The evaluation dataset")
+    total = np.zeros(COLUMNS)
     for index, batch in enumerate(dataset):
       rows = tf.shape(next(iter(batch.values())))[0]
       noise = amortized.noise_for(self.program.noise_spec, self.seed,
-                                  tf.constant(index, tf.int64))(rows)
+                                  tf.constant(index, tf.int64), self.samples)(rows)
       total += self._sums(batch, noise).numpy()
-    return {k: float(v[0]) for k, v in per_example(total).items()}
+    values = per_example(total)
+    values["iwae"] = values.pop("objective")
+    return {k: float(values[k][0]) for k in self.keys}
