@@ -241,6 +241,9 @@ def test_bad_input_is_one_sentence_before_compiled_work():
        r"The model's argument\(s\) \['x'\] have no dataset= key of that name; the "
        r"dataset's keys are \['image'\]"),
       (dict(steps=None), "steps= or epochs="),
+      # Keras's raw shape error before (issue 55, item 6).
+      (dict(dataset=tf.data.Dataset.from_tensor_slices({"x": x})),
+       r"dataset= is not batched \(its elements have shapes \{'x': \[4\]\}"),
   ]
   for change, message in cases:
     call = dict(model=model, guide=guide, dataset=batches(x, 8), steps=2, progress=False)

@@ -29,6 +29,7 @@ STREAMS = dict(
     vi_draws=0x52,            # a fit's draws
     vi_train_noise=0x53,      # ed.vi.train's per-example guide noise, then step and latent
     vi_eval_noise=0x54,       # ed.vi.train's held-out ELBO noise, then batch and latent
+    vi_log_likelihood=0x55,   # TrainResult.log_likelihood: its draws, then batch, call, latent
     enumerated_draws=0xE0,    # summed-out discrete latents drawn after a run
     sbc_simulations=0x5BC,    # ed.sbc's prior draws of parameters and data
     sbc_vi_steps=0x5BD,       # ed.sbc's batched VI: the draws of each step

@@ -223,7 +223,6 @@ class BatchProgram:
     (``stopped``) carries no gradient to the guide's variables but through
     ``z``: the doubly reparameterized gradient's condition."""
     noise = {n: tf.zeros_like(v) for n, v in self.latents.items()}
-    variables = [v for v, g in zip(self._variables, self.in_guide) if g]
     shared = [v.name for v, g in zip(self._variables, self.in_guide)
               if g and any(v is u for u in self._model_variables)]
     if shared:
@@ -234,8 +233,9 @@ class BatchProgram:
       with tf.GradientTape() as tape:
         log_q = []
         self._guide_draws(batch, noise, log_q, stop_q=True, stop_z=True, only=name)
-      grads = tape.gradient(log_q[0], variables)
-      if any(g is not None for g in grads):
+      # (The tape's own variables: under a strategy, the replicas' local copies.)
+      watched = [v for v in tape.watched_variables() if v.trainable]
+      if any(g is not None for g in tape.gradient(log_q[0], watched)):
         raise ValueError(f"The guide's distribution of '{name}' keeps its gradient after its "
                          "parameters are stopped (a bijector or linear operator computed by a "
                          "network): the doubly reparameterized gradient needs tensor "

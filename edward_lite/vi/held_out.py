@@ -13,7 +13,8 @@ IWAE bound at ``K``).  Its Monte Carlo variance, by the delta method, is
 
 and the reported mean over ``N`` examples has the Monte Carlo error
 ``mcse = sqrt(sum_i var_i) / N`` (its bias, about ``-var_i / 2`` per example,
-is smaller than ``mcse`` once ``var_i`` is small).  Bits per dimension are
+is smaller than ``mcse`` once ``var_i`` is small; with ``K`` = 1 it cannot be
+estimated and is NaN).  Bits per dimension are
 ``-mean_i log p^(x_i) / (D log 2)``, ``D`` the observed scalars per example.
 
 The draws run in calls of ``k = rows_per_call // b`` draws of a batch of
@@ -109,7 +110,8 @@ def log_likelihood(program, dataset, samples=1000, seed=0, rows_per_call=8192,
   per_example = np.concatenate(per_example)
   n = len(per_example)
   mean = float(per_example.mean())
-  return {"log_likelihood": mean, "mcse": float(np.sqrt(np.concatenate(variances).sum()) / n),
+  mcse = np.sqrt(np.concatenate(variances).sum()) / n if total > 1 or not latent else np.nan
+  return {"log_likelihood": mean, "mcse": float(mcse),
           "bits_per_dim": -mean / (dims * math.log(2.)), "per_example": per_example,
           "ess": float(np.median(np.concatenate(ess))), "samples": total, "examples": n,
           "dimensions": dims}

@@ -129,7 +129,15 @@ def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, opt
   scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
   with scope:
     with _seeded_initializers(seed):
-      variables = program.inspect(first)
+      try:
+        variables = program.inspect(first)
+      except Exception as error:
+        if _batched(dataset):
+          raise
+        shapes = {k: v.shape.as_list() for k, v in dataset.element_spec.items()}
+        raise ValueError(f"dataset= is not batched (its elements have shapes {shapes}, with no "
+                         "batch axis first) and the programs failed on one; batch it, "
+                         "e.g. dataset.batch(64).") from error
     if strategy is not None:
       outside = [v.name for v in variables if not strategy.extended.variable_created_in_scope(v)]
       if outside:
@@ -164,8 +172,8 @@ def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, opt
         strategy=None if strategy is None else strategy.num_replicas_in_sync,
         objective=objective.describe(), early_stopping=None if early_stopping is None else
         dataclasses.asdict(early_stopping)))
-    saved = ckpt.load(expect=lambda: [v.numpy() for v in variables * (1 + keeps_best)
-                                      + opt_vars])
+    saved = ckpt.load(expect=lambda: [v.numpy() for v in variables + opt_vars
+                                      + variables * keeps_best])
     if saved is not None:
       start = saved["step"]
       for v, value in zip(variables + opt_vars, saved["state"]):
@@ -265,6 +273,22 @@ def _seeded_initializers(seed):
     random.setstate(state)
     np.random.set_state(np_state)
     tf.random.set_seed(tf_seed)
+
+
+def _batched(dataset):
+  """Whether ``dataset``'s elements are batches: the last batching op of its
+  pipeline is a batch, not an unbatch (or, if none is found, every element
+  has a first axis of unknown size)."""
+  try:
+    stack = [dataset]
+    while stack:
+      name = type(stack[0]).__name__
+      if "Batch" in name:
+        return "Unbatch" not in name
+      stack = stack[1:] + list(stack[0]._inputs())  # pylint: disable=protected-access
+  except (AttributeError, TypeError):
+    pass
+  return all(s.shape.rank and s.shape[0] is None for s in dataset.element_spec.values())
 
 
 def _total_steps(steps, epochs, dataset):
