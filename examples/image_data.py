@@ -3,8 +3,10 @@
 ``shapes(n, size, seed)`` draws synthetic binary images (filled rectangles,
 hollow rectangles, discs, crosses and diagonal bars at random positions and
 sizes): a shipped-with-the-code stand-in for binarized digits that needs no
-download.  ``load(name, ...)`` returns it, or MNIST/binarized MNIST through
-``tensorflow-datasets`` when that is installed and the data is present.
+download.  ``load(name, ...)`` returns it, scikit-learn's bundled handwritten
+digits (1,797 8x8 images, binarized) when scikit-learn is installed, or
+MNIST/binarized MNIST through ``tensorflow-datasets`` when that is installed
+and the data is present.
 ``write_grid`` saves a grid of images as a titled figure with labelled rows
 (matplotlib), falling back to ``write_png_grid`` (TensorFlow's PNG encoder, no
 labels) when matplotlib is not installed.
@@ -51,12 +53,23 @@ def load(name="shapes", n=2048, size=8, seed=0, split="train"):
   """``[n, size, size]`` uint8 images.
 
   Args:
-    name: ``"shapes"`` (generated) or a ``tensorflow-datasets`` name such as
+    name: ``"shapes"`` (generated), ``"digits"`` (scikit-learn's 1,797
+      8x8 digits, gray levels 0-16 binarized at 8, in a permutation by
+      ``seed``; at most ``n``) or a ``tensorflow-datasets`` name such as
       ``"binarized_mnist"`` or ``"mnist"`` (binarized at 0.5; ``size`` is
       then the dataset's own, 28).
   """
   if name == "shapes":
     return shapes(n, size, seed)
+  if name == "digits":
+    try:
+      from sklearn.datasets import load_digits  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+      raise ImportError("Loading 'digits' needs scikit-learn (pip install scikit-learn); or "
+                        "use name='shapes'.") from e
+    images = load_digits().images
+    return (images[np.random.default_rng(seed).permutation(len(images))][:n] >= 8).astype(
+        np.uint8)
   try:
     import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
   except ImportError as e:

@@ -1,5 +1,5 @@
 """Tests of ``ed.vi.train`` (amortized VI over a ``tf.data`` pipeline), each
-against a known answer: probabilistic PCA's exact marginal likelihood, the
+against a known answer: probabilistic PCA's exact maximum likelihood, the
 single-device update, an uninterrupted run, a second run with the same seed,
 the TensorBoard tags written, and one-sentence errors for bad input.
 """
@@ -77,9 +77,14 @@ def test_linear_vae_reaches_the_exact_ppca_likelihood():
   exact = ppca_max_log_likelihood(x, K)
   assert [e["step"] for e in result.evaluations] == [500, 1000, 1500]
   final = result.evaluations[-1]
-  # A linear VAE with a diagonal posterior attains the pPCA maximum
-  # (Lucas et al. 2019); 2,048 one-draw terms leave ~0.01 nats of noise.
-  assert exact - 0.05 < final["elbo"] < exact + 0.02, (final, exact)
+  # A linear VAE attains the pPCA maximum likelihood (Lucas et al. 2019):
+  # its importance-sampled log-likelihood is there (4 seeds: 0.0009-0.0017
+  # below it, MCSE 0.0004-0.0005) and can only exceed it by Monte Carlo
+  # error; its ELBO is below by the diagonal guide's KL (0.03-0.06 nats).
+  held = result.log_likelihood(tf.data.Dataset.from_tensor_slices({"x": x}).batch(256),
+                               samples=2000)
+  assert exact - 0.005 < held["log_likelihood"] < exact + 4 * held["mcse"], (held, exact)
+  assert exact - 0.1 < final["elbo"] < held["log_likelihood"], (final, exact)
   np.testing.assert_allclose(final["elbo"], final["log_likelihood"] - final["kl"], rtol=1e-6)
   assert result.history["elbo"].shape == (1500,)
   assert result.history["elbo"][-100:].mean() > result.history["elbo"][:10].mean() + 1.

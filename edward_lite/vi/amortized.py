@@ -31,7 +31,7 @@ one device.
 ``K`` draws per example (``sample_terms``; a K-sample ELBO, IWAE) run the
 programs once on the batch tiled ``K`` times (``[K b, ...]``, draw-major),
 so any Keras network takes them as a larger batch; noise is ``[b, K, ...]``
-(batch first, so a strategy splits it with its rows).
+(batch first, drawn for the global batch, of which a replica takes its rows).
 """
 
 import inspect
@@ -294,16 +294,20 @@ class BatchProgram:
     parts = {n: _per_example(rv.distribution.log_prob(rv.value), rows, n)
              for n, rv in rvs.items() if n not in self.factors}
     log_likelihood = tf.add_n([parts[k] for k in self.observed])
-    zero = tf.zeros_like(log_likelihood)  # no latents: maximum likelihood
-    factors = [zero]
+    zero = tf.zeros_like(log_likelihood)  # no latents (maximum likelihood), no factors
+    factors = []
     for n in self.factors:
       term = rvs[n].distribution.log_prob(rvs[n].value)
       if term.shape.rank == 0:  # once per batch
         term = zero + term * copies / tf.cast(tf.shape(zero)[0], term.dtype)
       factors.append(_per_example(term, rows, n))
+
+    def added(terms):
+      return tf.add_n(terms) if terms else zero
+
     return dict(log_likelihood=log_likelihood,
-                log_prior=tf.add_n([zero] + [parts[n] for n in self.latents]),
-                log_q=tf.add_n([zero] + q_terms), factor=tf.add_n(factors))
+                log_prior=added([parts[n] for n in self.latents]), log_q=added(q_terms),
+                factor=added(factors))
 
   def sample_terms(self, batch, noise, samples, stop_q=False):
     """The terms (``terms``) of ``samples`` (``K``) draws per example, each
@@ -336,26 +340,18 @@ def _rows(batch):
 
 
 def noise_for(noise_spec, seed, index, samples=1):
-  """``name -> [b, ...]`` standard-normal noise of batch ``index`` (int64)
-  with ``b`` rows (``[b, K, ...]`` for ``samples`` K > 1): stateless in
-  ``(seed, index, latent)``."""
+  """``name -> [b, ...]`` standard-normal noise of batch ``index`` with
+  ``b`` rows (``[b, K, ...]`` for ``samples`` K > 1): stateless in ``(seed,
+  index, latent)``.  Latent ``j`` of ``J`` draws from the seed ``seed + [0,
+  index J + j]`` (int64): TensorFlow's stateless ops scramble a seed into
+  their generator's key and counter, so neighbouring seeds give unrelated
+  streams, at three ops per latent (a ``fold_in`` costs five more)."""
   def draw(rows):
-    base = tf.random.experimental.stateless_fold_in(seed, index)
+    base = tf.cast(seed, tf.int64) + tf.stack(
+        [tf.constant(0, tf.int64), tf.cast(index, tf.int64) * len(noise_spec)])
     lead = [rows] if samples == 1 else [rows, samples]
     return {name: tf.random.stateless_normal(
         tf.concat([lead, spec.shape[1:].as_list()], 0) if spec.shape.rank > 1 else lead,
-        tf.random.experimental.stateless_fold_in(base, j), dtype=spec.dtype)
+        base + tf.constant([0, j], tf.int64), dtype=spec.dtype)
             for j, (name, spec) in enumerate(sorted(noise_spec.items()))}
   return draw
-
-
-def with_noise(dataset, noise_spec, seed, start=0, samples=1):
-  """The endless pipeline of ``(data, noise)`` from step ``start``: the
-  dataset repeated, its first ``start`` batches skipped, each batch paired
-  with the noise of its step (``samples`` draws per example)."""
-
-  def pair(step, batch):
-    rows = tf.shape(next(iter(batch.values())))[0]
-    return batch, noise_for(noise_spec, seed, step, samples)(rows)
-
-  return dataset.repeat().skip(start).enumerate(start).map(pair)

@@ -70,12 +70,17 @@ class ELBO:
 
   doubly_reparameterized = False
 
-  def per_example(self, terms, step):
-    """The objective ``[b]`` from ``[K, b]`` terms at optimizer ``step``."""
+  def total(self, terms, step):
+    """The objective summed over the batch, from ``[K, b]`` terms at
+    optimizer ``step`` (one reduction: its gradient costs few ops)."""
     beta = self.kl_weight(step) if callable(self.kl_weight) else self.kl_weight
-    beta = tf.cast(beta, terms["log_q"].dtype)
-    kl = terms["log_q"] - terms["log_prior"]
-    return tf.reduce_mean(terms["log_likelihood"] + terms["factor"] - beta * kl, axis=0)
+    if isinstance(beta, (int, float)) and beta == 1:
+      value = log_weights(terms)
+    else:
+      beta = tf.cast(beta, terms["log_q"].dtype)
+      value = terms["log_likelihood"] + terms["factor"] - beta * (
+          terms["log_q"] - terms["log_prior"])
+    return tf.reduce_sum(value) / self.samples
 
   def describe(self):
     weight = self.kl_weight
@@ -109,18 +114,18 @@ class IWAE:
   def doubly_reparameterized(self):
     return self.gradient == "doubly_reparameterized"
 
-  def per_example(self, terms, step):
-    """The bound ``log (1/K) sum_k w_ik``, ``[b]``."""
+  def total(self, terms, step):
+    """The bound ``log (1/K) sum_k w_ik`` summed over the batch."""
     del step
-    return tf.reduce_logsumexp(log_weights(terms), axis=0) - math.log(self.samples)
+    return tf.reduce_sum(tf.reduce_logsumexp(log_weights(terms), axis=0) - math.log(self.samples))
 
   def guide_surrogate(self, terms):
-    """``sum_k stopgrad(w~_ik^2) log w_ik``, ``[b]``: its gradient for the
+    """``sum_i sum_k stopgrad(w~_ik^2) log w_ik``: its gradient for the
     guide's variables is the doubly reparameterized one (``terms`` with
     ``log q``'s parameters stopped)."""
     log_w = log_weights(terms)
     weights = tf.stop_gradient(tf.nn.softmax(log_w, axis=0))
-    return tf.reduce_sum(tf.square(weights) * log_w, axis=0)
+    return tf.reduce_sum(tf.square(weights) * log_w)
 
   def describe(self):
     return {"objective": "iwae", "samples": self.samples, "gradient": self.gradient}

@@ -191,16 +191,14 @@ def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, opt
   if start >= total or tracker.stopped:
     return finish(start)
 
-  pipeline = amortized.with_noise(dataset, program.noise_spec,
-                                  seeds.stream(seed_t, "vi_train_noise"), start,
-                                  objective.samples)
+  pipeline = dataset.repeat().skip(start).prefetch(tf.data.AUTOTUNE)
   if strategy is not None:
     pipeline = strategy.experimental_distribute_dataset(pipeline)
   iterator = iter(pipeline)
   # The first call's TensorFlow notes (XLA's start, the compile cache) are dropped.
   run_calls = console.first_call_quiet(
       train_step.compiled_calls(program, objective, variables, optimizer, strategy,
-                                jit_compile))
+                                jit_compile, seeds.stream(seed_t, "vi_train_noise")))
   timings = {"compile_s": 0., "train_s": 0., "timed_steps": 0}
 
   def run_chunk(step):

@@ -171,10 +171,10 @@ class Evaluator:
       terms = {k: tf.cast(v, tf.float64) for k, v in
                program.sample_terms(batch, noise, self.samples).items()}
       rows = tf.cast(tf.shape(terms["log_q"])[1], tf.float64)
-      bound = objective.per_example(terms, 0.) if iwae else \
-          tf.reduce_mean(objectives.log_weights(terms), 0)
-      return tf.stack([tf.reduce_sum(tf.reduce_mean(terms[k], 0)) for k in amortized.TERMS]
-                      + [tf.reduce_sum(bound), rows, rows])
+      bound = objective.total(terms, 0.) if iwae else \
+          tf.reduce_sum(objectives.log_weights(terms)) / self.samples
+      return tf.stack([tf.reduce_sum(terms[k]) / self.samples for k in amortized.TERMS]
+                      + [bound, rows, rows])
 
     self._sums = console.first_call_quiet(
         console.made_per_call(tf.function(sums, jit_compile=bool(jit_compile), autograph=False)))
