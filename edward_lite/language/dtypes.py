@@ -92,9 +92,14 @@ def cast_parameter(value):
   """A value given to a random-variable constructor in a model run: NumPy
   floating arrays and scalars in the model's floating dtype (float32 unless
   the run is float64), as data are; in a float64 run Python float literals
-  too (``cast_literal``).  Unchanged outside a model run."""
+  too (``cast_literal``); half-precision tensors (a mixed-precision Keras
+  network's outputs) in the run's dtype.  Unchanged outside a model run."""
   if not in_model_run():
     return value
+  if tf.is_tensor(value) and value.dtype in (tf.float16, tf.bfloat16):
+    # A network under Keras's mixed-precision policy computes in half precision;
+    # its outputs parameterize distributions in the run's dtype.
+    return tf.cast(value, float_dtype() or tf.float32)
   if float_dtype() not in (None, tf.float32):
     return cast_literal(value)
   return cast_data(value, tf.float32)

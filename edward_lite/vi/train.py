@@ -302,12 +302,17 @@ def _total_steps(steps, epochs, dataset):
 
 
 def _optimizer(optimizer, learning_rate):
+  """The optimizer; under Keras's ``mixed_float16`` policy wrapped in a
+  dynamic ``LossScaleOptimizer`` (as ``Model.compile`` does)."""
   if optimizer is None:
     arguments.check_positive("learning_rate", learning_rate)
-    return tf_keras.optimizers.Adam(learning_rate)
-  if not hasattr(optimizer, "apply_gradients") or not hasattr(optimizer, "build"):
+    optimizer = tf_keras.optimizers.Adam(learning_rate)
+  elif not hasattr(optimizer, "apply_gradients") or not hasattr(optimizer, "build"):
     raise TypeError(f"optimizer= must be a Keras optimizer (tf_keras.optimizers.Adam(...)); "
                     f"got {type(optimizer).__name__}.")
+  if (tf_keras.mixed_precision.global_policy().name == "mixed_float16"
+      and not isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)):
+    optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
   return optimizer
 
 

@@ -15,6 +15,7 @@ call, reading the (distributed) iterator inside it.
 """
 
 import tensorflow as tf
+import tf_keras
 
 from edward_lite.runtime import console
 from edward_lite.vi import amortized
@@ -44,22 +45,32 @@ def compiled_calls(program, objective, variables, optimizer, strategy, jit_compi
   guide_vars = [v for v, g in zip(variables, program.in_guide) if g]
   model_vars = [v for v, g in zip(variables, program.in_guide) if not g]
   zero = tf.UnconnectedGradients.ZERO
+  scaled = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
 
   def sums_and_grads(batch, noise, global_rows, step):
     with tf.GradientTape(persistent=doubly) as tape:
       terms = program.sample_terms(batch, noise, objective.samples, stop_q=doubly)
       total = objective.total(terms, step)
       rows = tf.cast(global_rows, total.dtype)
-      loss = -total / rows
+      loss = scale(-total / rows)
       if doubly:
-        surrogate = -objective.guide_surrogate(terms) / rows
+        surrogate = scale(-objective.guide_surrogate(terms) / rows)
     parts = tf.stack([terms[k] for k in amortized.TERMS])  # [4, K, b]
     sums = tf.concat([tf.reduce_sum(parts, [1, 2]) / objective.samples, [total]], 0)
     if not doubly:
-      return sums, tape.gradient(loss, variables, unconnected_gradients=zero)
-    model_grads = iter(tape.gradient(loss, model_vars, unconnected_gradients=zero))
-    guide_grads = iter(tape.gradient(surrogate, guide_vars, unconnected_gradients=zero))
+      return sums, gradient(tape, loss, variables)
+    model_grads = iter(gradient(tape, loss, model_vars))
+    guide_grads = iter(gradient(tape, surrogate, guide_vars))
     return sums, [next(guide_grads if g else model_grads) for g in program.in_guide]
+
+  def scale(loss):
+    """A loss-scale optimizer's (mixed float16) scaled loss (on the tape)."""
+    return optimizer.get_scaled_loss(loss) if scaled else loss
+
+  def gradient(tape, loss, wrt):
+    """``d loss / d wrt``, unscaled."""
+    grads = tape.gradient(loss, wrt, unconnected_gradients=zero)
+    return optimizer.get_unscaled_gradients(grads) if scaled else grads
 
   if jit_compile and not whole_step:  # (else inlined: a nested call costs per step)
     sums_and_grads = console.made_per_call(
@@ -82,20 +93,24 @@ def compiled_calls(program, objective, variables, optimizer, strategy, jit_compi
     # step on a CPU: one reduction per gradient, not five.
     # One check for all: the sum of the squares overflows, or is NaN, if any
     # term or gradient is not finite (or any gradient above ~1e19).
+    # (A loss-scale optimizer sees its overflowing gradients itself: it skips
+    # the step and lowers the scale.)
     squares = tf.add_n([tf.cast(tf.reduce_sum(sums), tf.float32)] + [
-        tf.cast(tf.nn.l2_loss(_values(g)), tf.float32) for g in grads])
+        tf.cast(tf.nn.l2_loss(_values(g)), tf.float32) for g in grads if not scaled])
     bad = tf.cast(~tf.math.is_finite(squares), tf.float32)
     if strategy is not None:
       bad = context.all_reduce("sum", bad)
     ok = bad == 0.
     applied = tf.cast(ok, tf.float32)
-    grads = [_where(ok, g) for g in grads]
+    grads = grads if scaled else [_where(ok, g) for g in grads]
     optimizer.apply_gradients(zip(grads, variables))
     return tf.concat([tf.cast(sums, tf.float32), [rows, applied]], 0)
 
   if whole_step:
     replica_step = console.made_per_call(
         tf.function(replica_step, jit_compile=True, autograph=False))
+  else:  # the user's programs run as written, not converted by AutoGraph
+    replica_step = tf.autograph.experimental.do_not_convert(replica_step)
 
   def replica_noise_step(batch, step):
     """A replica's step: the global batch's noise, its rows of it."""
@@ -104,6 +119,8 @@ def compiled_calls(program, objective, variables, optimizer, strategy, jit_compi
     noise = noise_of(step, context.all_reduce("sum", local))
     first = tf.cast(context.replica_id_in_sync_group, tf.int32) * local
     return replica_step(batch, {k: v[first:first + local] for k, v in noise.items()}, step)
+
+  replica_noise_step = tf.autograph.experimental.do_not_convert(replica_noise_step)
 
   @console.made_per_call
   @tf.function
