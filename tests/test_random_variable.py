@@ -884,3 +884,18 @@ def test_inflated_with_logits_has_the_exact_log_density(logit):
   with pytest.raises(ValueError, match="not both"):
     ed.Inflated(ed.distributions.tfd.Poisson(rate), inflated_loc_logits=logit,
                 inflated_loc_probs=0.5, name="k")
+
+
+def test_a_random_variable_where_a_distribution_goes_is_one_sentence():
+  """``ed.TransformedDistribution(ed.Normal(...), ...)``: TFP's AttributeError
+  before; a random variable as a value parameter (``loc=``) still works."""
+  with pytest.raises(TypeError, match=r"Random variable 'z' \(TransformedDistribution\) was "
+                     r"given a random variable as its distribution=; build that distribution "
+                     r"with tfp.distributions"):
+    ed.TransformedDistribution(ed.Normal(0., 1.), tfp.bijectors.Exp(), name="z")
+  with pytest.raises(TypeError, match=r"its distribution="):
+    ed.Independent(distribution=ed.Normal(tf.zeros(3), 1.), reinterpreted_batch_ndims=1)
+  inner = ed.Normal(0., 1.)
+  assert float(ed.Normal(loc=inner, scale=1.).distribution.loc) == float(inner.value)
+  wrapped = ed.TransformedDistribution(tfp.distributions.Normal(0., 1.), tfp.bijectors.Exp())
+  assert float(wrapped.value) > 0.

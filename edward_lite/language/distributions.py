@@ -41,6 +41,19 @@ Original TFP documentation of `{cls}`:
 """
 
 
+def _random_variables_as_distributions(distribution_cls, args, kwargs):
+  """The constructor's distribution parameters (``distribution``,
+  ``components_distribution``, ...) given a ``RandomVariable``."""
+  if not any(isinstance(v, RandomVariable) for v in list(args) + list(kwargs.values())):
+    return []
+  try:
+    bound = inspect.signature(distribution_cls.__init__).bind_partial(None, *args, **kwargs)
+  except (TypeError, ValueError):
+    return []
+  return [k for k, v in bound.arguments.items()
+          if "distribution" in k and isinstance(v, RandomVariable)]
+
+
 def make_random_variable(distribution_cls):
   """Returns a traceable random-variable constructor for a distribution class.
 
@@ -65,6 +78,13 @@ def make_random_variable(distribution_cls):
     # run, Python floats follow the model's floating dtype.
     args = [dtypes.cast_parameter(a) for a in args]
     kwargs = {k: dtypes.cast_parameter(v) for k, v in kwargs.items()}
+    wrapped = _random_variables_as_distributions(distribution_cls, args, kwargs)
+    if wrapped:
+      label = f"'{name}'" if name is not None else "(unnamed)"
+      raise TypeError(f"Random variable {label} ({distribution_cls.__name__}) was given a "
+                      f"random variable as its {wrapped[0]}=; build that distribution with "
+                      "tfp.distributions (tfd.Normal(...)): an ed.Normal(...) there is a "
+                      "random variable of the program of its own.")
     try:
       distribution = distribution_cls(*args, **kwargs)
     except (TypeError, ValueError) as e:
