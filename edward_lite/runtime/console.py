@@ -125,10 +125,11 @@ def without_cache_note(fn, *args):
 
 
 def made_per_call(function):
-  """A ``tf.function`` that a library call makes anew each time (its code
-  traced once per call, by design), marked so that TensorFlow's "triggered
-  tf.function retracing" warning, which counts traces of the same code
-  across functions, does not blame the user's repeated calls."""
+  """A ``tf.function`` that a library call makes anew each time, or traces
+  once per setting by design (its code traced again and again on purpose),
+  marked so that TensorFlow's "triggered tf.function retracing" warning,
+  which counts traces of the same code across functions, does not blame
+  the user's repeated calls."""
   function._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
   return function
 
