@@ -14,8 +14,6 @@ again with its checkpoint.
 import dataclasses
 import math
 
-import numpy as np
-
 from edward_lite.checks import arguments
 
 __all__ = ["EarlyStopping", "StopTraining", "Tracker"]
@@ -116,4 +114,4 @@ class Tracker:
 
   def saved_weights(self):
     """The state's extra arrays: the best weights (restore_best), else none."""
-    return [np.asarray(w) for w in self.best_weights] if self.keeps_weights else []
+    return list(self.best_weights)

@@ -180,7 +180,7 @@ def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, opt
         v.assign(value)
   scalars = Scalars(tensorboard_dir, optimizer, saved, _tags(objective, program))
   tracker = Tracker(early_stopping, monitor, variables, scalars.stopping, scalars.evaluations)
-  if saved is not None and keeps_best:
+  if saved is not None and tracker.keeps_weights:
     tracker.best_weights = saved["state"][len(variables) + len(opt_vars):]
 
   def finish(steps):
