@@ -99,59 +99,17 @@ def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, opt
     the objective), ``evaluations``, ``stopped``, ``best``, ``timings``,
     ``variables``, ``elbo(dataset)`` and ``log_likelihood(dataset)``.
   """
-  if not isinstance(dataset, tf.data.Dataset):
-    raise TypeError(f"dataset= must be a tf.data.Dataset; got {type(dataset).__name__}.")
-  if int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
-    raise ValueError("dataset= repeats forever; give one pass over the data (drop the "
-                     ".repeat()): train repeats it, and epochs= counts passes.")
-  program = amortized.BatchProgram(model, guide, dataset.element_spec)
-  objective = objectives.resolve(objective)
-  if early_stopping is not None and not isinstance(early_stopping, EarlyStopping):
-    raise TypeError(f"early_stopping= must be ed.vi.EarlyStopping(...); got "
-                    f"{type(early_stopping).__name__}.")
-  if early_stopping is not None and evaluate is None:
-    raise ValueError("early_stopping= watches the evaluations: give evaluate= (a held-out "
-                     "dataset) and eval_every=.")
+  program, objective, first, total = _checked(model, guide, dataset, steps, epochs, objective,
+                                             evaluate, early_stopping)
   seed = arguments.check_integer("seed", seed, 0)
   per_call = arguments.check_integer("steps_per_call", steps_per_call, 1)
   every = arguments.check_integer("checkpoint_every", checkpoint_every, 1) \
       if checkpoint_every is not None else None
   eval_every = arguments.check_integer("eval_every", eval_every, 1) \
       if eval_every is not None else None
-  if evaluate is not None and not (callable(evaluate) or isinstance(evaluate, tf.data.Dataset)):
-    raise TypeError(f"evaluate= must be a tf.data.Dataset or a function of the step; got "
-                    f"{type(evaluate).__name__}.")
-  first = next(iter(dataset), None)
-  if first is None:
-    raise ValueError("dataset= is empty.")
-  total = _total_steps(steps, epochs, dataset)
   strategy = resolve(strategy)
-  scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
-  with scope:
-    with _seeded_initializers(seed):
-      try:
-        variables = program.inspect(first)
-      except Exception as error:
-        if _batched(dataset):
-          raise
-        shapes = {k: v.shape.as_list() for k, v in dataset.element_spec.items()}
-        raise ValueError(f"dataset= is not batched (its elements have shapes {shapes}, with no "
-                         "batch axis first) and the programs failed on one; batch it, "
-                         "e.g. dataset.batch(64).") from error
-    if strategy is not None:
-      outside = [v.name for v in variables if not strategy.extended.variable_created_in_scope(v)]
-      if outside:
-        raise ValueError(f"Variables {outside[:3]} were created outside strategy.scope(); "
-                         "let ed.vi.train build the networks (do not call them before) or "
-                         "build them under the strategy's scope.")
-    optimizer = _optimizer(optimizer, learning_rate)
-    made_in = getattr(optimizer, "_distribution_strategy", None)  # tf_keras records it
-    if strategy is not None and made_in is not None and made_in is not strategy:
-      raise ValueError("optimizer= was created outside strategy.scope(); create it under "
-                       "the scope, or give learning_rate= and let ed.vi.train create it.")
-    optimizer.build(variables)
-    if objective.doubly_reparameterized:
-      program.check_stopped(first)
+  variables, optimizer = _built(program, objective, first, dataset, strategy, seed, optimizer,
+                                learning_rate)
   seed_t = tf.constant(seeds.seed_pair(seed), tf.int32)
   opt_vars = list(optimizer.variables)
 
@@ -249,6 +207,64 @@ def train(model, guide, dataset, *, steps=None, epochs=None, objective=None, opt
                   "network output out of the distribution's support, are the usual causes).",
                   RuntimeWarning, stacklevel=3)
   return result
+
+
+def _checked(model, guide, dataset, steps, epochs, objective, evaluate, early_stopping):
+  """The arguments checked before anything is built: ``(program, objective,
+  first batch, total steps)``."""
+  if not isinstance(dataset, tf.data.Dataset):
+    raise TypeError(f"dataset= must be a tf.data.Dataset; got {type(dataset).__name__}.")
+  if int(dataset.cardinality()) == int(tf.data.INFINITE_CARDINALITY):
+    raise ValueError("dataset= repeats forever; give one pass over the data (drop the "
+                     ".repeat()): train repeats it, and epochs= counts passes.")
+  program = amortized.BatchProgram(model, guide, dataset.element_spec)
+  objective = objectives.resolve(objective)
+  if early_stopping is not None and not isinstance(early_stopping, EarlyStopping):
+    raise TypeError(f"early_stopping= must be ed.vi.EarlyStopping(...); got "
+                    f"{type(early_stopping).__name__}.")
+  if early_stopping is not None and evaluate is None:
+    raise ValueError("early_stopping= watches the evaluations: give evaluate= (a held-out "
+                     "dataset) and eval_every=.")
+  if evaluate is not None and not (callable(evaluate) or isinstance(evaluate, tf.data.Dataset)):
+    raise TypeError(f"evaluate= must be a tf.data.Dataset or a function of the step; got "
+                    f"{type(evaluate).__name__}.")
+  first = next(iter(dataset), None)
+  if first is None:
+    raise ValueError("dataset= is empty.")
+  total = _total_steps(steps, epochs, dataset)
+  return program, objective, first, total
+
+
+def _built(program, objective, first, dataset, strategy, seed, optimizer, learning_rate):
+  """The programs' variables (their networks built on the first batch, seeded,
+  under the strategy's scope) and the optimizer built for them."""
+  scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
+  with scope:
+    with _seeded_initializers(seed):
+      try:
+        variables = program.inspect(first)
+      except Exception as error:
+        if _batched(dataset):
+          raise
+        shapes = {k: v.shape.as_list() for k, v in dataset.element_spec.items()}
+        raise ValueError(f"dataset= is not batched (its elements have shapes {shapes}, with no "
+                         "batch axis first) and the programs failed on one; batch it, "
+                         "e.g. dataset.batch(64).") from error
+    if strategy is not None:
+      outside = [v.name for v in variables if not strategy.extended.variable_created_in_scope(v)]
+      if outside:
+        raise ValueError(f"Variables {outside[:3]} were created outside strategy.scope(); "
+                         "let ed.vi.train build the networks (do not call them before) or "
+                         "build them under the strategy's scope.")
+    optimizer = _optimizer(optimizer, learning_rate)
+    made_in = getattr(optimizer, "_distribution_strategy", None)  # tf_keras records it
+    if strategy is not None and made_in is not None and made_in is not strategy:
+      raise ValueError("optimizer= was created outside strategy.scope(); create it under "
+                       "the scope, or give learning_rate= and let ed.vi.train create it.")
+    optimizer.build(variables)
+    if objective.doubly_reparameterized:
+      program.check_stopped(first)
+  return variables, optimizer
 
 
 def _tags(objective, program):
