@@ -119,7 +119,7 @@ def main(argv=None):
   args = parser.parse_args(argv)
   objective = (ed.vi.IWAE(samples=args.samples or 5) if args.objective == "iwae"
                else ed.vi.ELBO(samples=args.samples or 1))
-  out = fit(objective, args.epochs, args.patience, args.seed, jit_compile=False)
+  out = fit(objective, args.epochs, args.patience, args.seed)
   result, test = out["result"], out["test"]
   steps_per_epoch = -(-1297 // 64)
   print(f"data: {out['data']}; objective: {objective}")

@@ -31,8 +31,8 @@ On the 8x8 binary shapes (defaults: 2 layers, dim 64, 4 heads, 8 epochs of
 model and 0.58 for the best model of independent pixels (one Bernoulli per
 position); 1 and 2 replicas give the same numbers.
 
-    python examples/image_transformer.py                    # 2 logical CPUs, ~1 min
-    python examples/image_transformer.py --replicas 1
+    python examples/image_transformer.py                    # 2 logical CPUs, ~2 min
+    python examples/image_transformer.py --strategy default # one device, ~2 min
     python examples/image_transformer.py --dataset mnist --epochs 2
 
 ``--dataset mnist`` needs ``tensorflow-datasets`` with MNIST downloaded;

@@ -5,7 +5,9 @@ the TensorBoard tags written, and one-sentence errors for bad input.
 """
 
 import glob
+import importlib
 import os
+import types
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -18,6 +20,8 @@ import edward_lite as ed  # noqa: E402
 
 from conftest import LOGICAL_CPUS  # noqa: E402
 from edward_lite.runtime.checkpoint import CheckpointMismatchError  # noqa: E402
+
+train_module = importlib.import_module("edward_lite.vi.train")  # (ed.vi.train: the function)
 
 D, K, N = 4, 2, 256
 
@@ -122,7 +126,7 @@ def test_data_parallel_update_equals_single_device_update():
 @pytest.mark.slow
 def test_resumed_run_is_bit_identical(tmp_path):
   x = ppca_data(2)[:96]  # 2 batches of 48: the resumed run starts mid-epoch too
-  kwargs = dict(seed=5, steps_per_call=3, progress=False)
+  kwargs = dict(seed=5, steps_per_call=3, progress=False, jit_compile=True)  # (the XLA step)
   whole = ed.vi.train(*linear_vae(), batches(x, 48), steps=7, **kwargs)
   ckpt = str(tmp_path / "ckpt")
   ed.vi.train(*linear_vae(), batches(x, 48), steps=3, checkpoint_dir=ckpt, **kwargs)
@@ -133,7 +137,23 @@ def test_resumed_run_is_bit_identical(tmp_path):
     np.testing.assert_array_equal(got, want)
   with pytest.raises(CheckpointMismatchError, match="settings.seed"):
     ed.vi.train(*linear_vae(), batches(x, 48), steps=7, checkpoint_dir=ckpt,
-                seed=6, progress=False)
+                seed=6, progress=False, jit_compile=True)
+
+
+def test_xla_is_automatic_on_accelerators_only():
+  """``jit_compile="auto"``: XLA where the steps run on a GPU or TPU."""
+  class Devices:  # a strategy's devices, as tf.distribute names them
+    def __init__(self, kind):
+      self.extended = types.SimpleNamespace(worker_devices=tuple(
+          f"/job:worker/replica:0/task:0/device:{kind}:{i}" for i in range(2)))
+
+  assert train_module._uses_xla("auto", Devices("TPU"))
+  assert train_module._uses_xla("auto", Devices("GPU"))
+  assert not train_module._uses_xla("auto", Devices("CPU"))
+  assert train_module._uses_xla("auto", None) == bool(tf.config.list_logical_devices("GPU"))
+  assert train_module._uses_xla(True, None) and not train_module._uses_xla(False, None)
+  with pytest.raises(ValueError, match="jit_compile= must be True, False or \"auto\""):
+    ed.vi.train(*linear_vae(), batches(ppca_data(2)[:8], 8), steps=1, jit_compile="xla")
 
 
 @pytest.mark.slow
