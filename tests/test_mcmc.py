@@ -234,16 +234,18 @@ def test_warmup_in_rounds_tunes_the_step_size_as_lockstep(monkeypatch):
   (one run's gradients per iteration vary: seed 3's ratio was 1.28, then
   1.37 after a change of round-off).  (The arithmetic mean over the round
   ran 18% hot here.)"""
-  log_ratios, min_chains = [], chunk.WARMUP_ROUNDS_MIN_CHAINS
-  for seed in (3, 4, 5):
-    kwargs = dict(observed={"y": zoo.EIGHT_SCHOOLS_Y}, chains=min_chains,
-                  warmup=150, draws=50, seed=seed, progress=False, keep_draws=False)
+  min_chains, seeds = chunk.WARMUP_ROUNDS_MIN_CHAINS, (3, 4, 5)
+  runs = {}
+  for mode, from_chains in (("rounds", min_chains), ("lockstep", 10**9)):
+    # One program per mode (traced anew: the constant is read when tracing), all seeds.
     monkeypatch.setattr(compiled.Program, "_cache", type(compiled.Program._cache)())
-    monkeypatch.setattr(chunk, "WARMUP_ROUNDS_MIN_CHAINS", min_chains)
-    rounds = ed.mcmc.sample(zoo.eight_schools, zoo.EIGHT_SCHOOLS_SIGMA, **kwargs)
-    monkeypatch.setattr(compiled.Program, "_cache", type(compiled.Program._cache)())
-    monkeypatch.setattr(chunk, "WARMUP_ROUNDS_MIN_CHAINS", 10**9)
-    lockstep = ed.mcmc.sample(zoo.eight_schools, zoo.EIGHT_SCHOOLS_SIGMA, **kwargs)
+    monkeypatch.setattr(chunk, "WARMUP_ROUNDS_MIN_CHAINS", from_chains)
+    runs[mode] = [ed.mcmc.sample(zoo.eight_schools, zoo.EIGHT_SCHOOLS_SIGMA,
+                                 observed={"y": zoo.EIGHT_SCHOOLS_Y}, chains=min_chains,
+                                 warmup=150, draws=50, seed=seed, progress=False,
+                                 keep_draws=False) for seed in seeds]
+  log_ratios = []
+  for seed, rounds, lockstep in zip(seeds, runs["rounds"], runs["lockstep"]):
     a, b = float(np.ravel(rounds.step_size)[0]), float(np.ravel(lockstep.step_size)[0])
     assert abs(np.log(a / b)) < np.log(1.15), (seed, a, b)
     grads = [r.num_gradients.sum() / (r.chains * (r.warmup + r.num_draws))
