@@ -305,3 +305,24 @@ def test_bad_input_is_one_sentence_before_compiled_work():
 
   with pytest.raises(ValueError, match="'scale' is not per-datapoint"):
     ed.vi.train(global_latent, guide_global, batches(x, 8), steps=2, progress=False)
+
+
+@pytest.mark.skipif(not hasattr(Exception, "add_note"), reason="exception notes: Python 3.11+")
+def test_a_program_failing_on_the_first_batch_names_the_batchs_dtypes():
+  """An int64 label concatenated with a float draw: TensorFlow's error names
+  no key; the note gives the batch's keys, dtypes and shapes."""
+  dense = tf_keras.layers.Dense(4)
+
+  def model(x, y):
+    z = ed.Normal(tf.zeros([tf.shape(y)[0], 2]), 1., name="z")
+    return ed.Normal(dense(tf.concat([z, y], -1)), 1., name="x")
+
+  def guide(x, y):
+    del x
+    return ed.Normal(tf.zeros([tf.shape(y)[0], 2]), 1., name="z")
+
+  data = tf.data.Dataset.from_tensor_slices(
+      {"x": np.zeros((8, 4), np.float32), "y": np.zeros((8, 1), np.int64)}).batch(4)
+  with pytest.raises((ValueError, TypeError, tf.errors.InvalidArgumentError)) as error:
+    ed.vi.train(model, guide, data, steps=1, progress=False)
+  assert "first batch, {x: float32 [4, 4], y: int64 [4, 1]}" in "".join(error.value.__notes__)

@@ -250,6 +250,7 @@ def _built(program, objective, first, dataset, strategy, seed, optimizer, learni
         variables = program.inspect(first)
       except Exception as error:
         if _batched(dataset):
+          _note_first_batch(error, first)
           raise
         shapes = {k: v.shape.as_list() for k, v in dataset.element_spec.items()}
         raise ValueError(f"dataset= is not batched (its elements have shapes {shapes}, with no "
@@ -288,6 +289,16 @@ def _uses_xla(jit_compile, strategy):
   if not isinstance(jit_compile, (bool, np.bool_)):
     raise TypeError(f'jit_compile= must be True, False or "auto"; got {jit_compile!r}.')
   return bool(jit_compile)
+
+
+def _note_first_batch(error, first):
+  """Adds to an error raised while the programs ran on the first batch the
+  batch's keys, dtypes and shapes (TensorFlow's own errors name none of them:
+  an int64 label concatenated with a float draw says only "Tensor conversion
+  requested dtype int64")."""
+  if hasattr(error, "add_note"):  # (Python 3.11+)
+    keys = ", ".join(f"{k}: {v.dtype.name} {v.shape.as_list()}" for k, v in first.items())
+    error.add_note(f"ed.vi.train: the model or guide failed on the first batch, {{{keys}}}.")
 
 
 def _tags(objective, program):
