@@ -12,9 +12,9 @@ the tests' own subprocesses, exhausted CI's 24 GB machine.  Run in
 a worker holds a third of that.
 
 Every argument is passed to each pytest run.  Files are assigned to batches
-greedily, largest first, by an estimate of their cost (20 for each test
-marked slow or long, 1 per 2 kB of source), and each
-batch lists its files largest first so that ``--dist loadfile`` ends on
+greedily, largest first, by their seconds in a measured run
+(``file_seconds.txt``; a file not listed is estimated from its slow marks
+and size), and each batch lists its files largest first so that ``--dist loadfile`` ends on
 short files.  The exit status is the first failing batch's (a batch
 that selects no test, status 5, is not a failure unless every batch is).
 """
@@ -30,14 +30,30 @@ BATCHES = 3
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def _measured():
+  """``file name -> seconds`` from ``file_seconds.txt``."""
+  path = os.path.join(HERE, "file_seconds.txt")
+  if not os.path.exists(path):
+    return {}
+  with open(path, encoding="utf-8") as f:
+    rows = [line.split() for line in f if line.strip() and not line.startswith("#")]
+  return {name: float(seconds) for seconds, name in rows}
+
+
 def _costs(files):
-  costs = {}
+  """Seconds per file: measured (``file_seconds.txt``), else estimated: 1.6
+  (the measured files' median ratio) x (20 per test marked slow or long, 1
+  per 2 kB of source)."""
+  measured, costs = _measured(), {}
   for path in files:
+    if os.path.basename(path) in measured:
+      costs[path] = measured[os.path.basename(path)]
+      continue
     with open(path, encoding="utf-8") as f:
       source = f.read()
     # Tests marked slow, and whole tests marked long (slow too).
     marked = source.count("mark.slow") + len(re.findall(r"@pytest\.mark\.long\b", source))
-    costs[path] = 20 * marked + os.path.getsize(path) / 2048
+    costs[path] = 1.6 * (20 * marked + os.path.getsize(path) / 2048)
   return costs
 
 
