@@ -58,8 +58,7 @@ def _log_weights(program, jit_compile):
   return cache[jit_compile]
 
 
-def log_likelihood(program, dataset, samples=1000, seed=0, rows_per_call=8192,
-                   jit_compile=True):
+def log_likelihood(program, dataset, samples, seed, rows_per_call, jit_compile):
   """The importance-sampled ``log p(x)`` per example of ``dataset``.
 
   Args:
