@@ -130,10 +130,10 @@ def test_the_schedule_tiles_the_run_with_stans_phases():
   Phase = schedule.Phase
   run = schedule.build_schedule(500, 300, adapt_metric=True, bulk=True)
   assert run == [Phase(0, 75, True, False, False, False),     # initial fast window
-                 Phase(75, 100, True, True, True, True, True),      # slow windows:
-                 Phase(100, 150, True, True, True, True, True),     # moments collected,
-                 Phase(150, 250, True, True, True, True, True),     # metric estimated and
-                 Phase(250, 450, True, True, True, True, True),     # step size restarted
+                 Phase(75, 100, True, True, True, True, True, late=True),   # slow windows:
+                 Phase(100, 150, True, True, True, True, True, late=True),  # moments collected,
+                 Phase(150, 250, True, True, True, True, True, late=True),  # metric estimated,
+                 Phase(250, 450, True, True, True, True, True, late=True),  # step size restarted
                  Phase(450, 500, True, False, True, False),   # final fast window
                  Phase(500, 800, False, False, False, False)]  # sampling
   assert schedule.phase_at(run, 449) == run[4] and schedule.phase_at(run, 450) == run[5]
