@@ -21,8 +21,10 @@ reference answer (the largest |z| of a mean, the range of sd ratios).
     PYTHONPATH=. .venv/bin/python benchmarks/hard_geometry.py \\
         [--posteriors funnel10,banana] [--tools default,flow] [--seeds 0,1,2]
 
-Peers (nutpie, NumPyro's NeuTra) are not run here yet.  Results:
-``benchmarks/RESULTS.md``, section 55.
+``--tools ""`` with ``--peer-draws DIR`` analyses only the peers' runs
+(nutpie and NumPyro, saved by ``hard_geometry_peers.py`` in their own
+environment) with the same estimators and references.  Results:
+``benchmarks/RESULTS.md``, sections 55 and 57.
 """
 
 import argparse
@@ -115,24 +117,50 @@ POSTERIORS = {"funnel10": lambda: _funnel(10), "funnel100": lambda: _funnel(100)
 TOOLS = {"default": {}, "flow": {"adapt_metric": "flow"}}
 
 
+def analyse(posterior, tool, seed, draws, total, fit, divergences, wall, warmup=WARMUP):
+  """The row of one run from its draws (``{name: [draws, chains, ...]}``),
+  whichever sampler made them: ESS, R-hat and the agreement by the same
+  estimators (``ed.diagnostics``) and references."""
+  *_, agree = POSTERIORS[posterior]()
+  scalars = [np.asarray(x, np.float64).reshape(x.shape[:2] + (-1,)) for x in draws.values()]
+  scalars = np.concatenate(scalars, axis=-1)
+  bulk = float(np.min(ed.diagnostics.ess_bulk(scalars)))
+  tail = float(np.min(ed.diagnostics.ess_tail(scalars)))
+  rhat = float(np.max(ed.diagnostics.rhat(scalars)))
+  z, ratios, tail_z = agree(draws)
+  ess = min(bulk, tail)
+  return dict(posterior=posterior, tool=tool, seed=seed, total=int(total), fit=int(fit),
+              min_ess=ess, per_ess=total / max(ess, 1e-9), bulk=bulk, tail=tail,
+              divergences=int(divergences), rhat=rhat, wall=float(wall), z=z, ratios=ratios,
+              tail_z=tail_z, warmup=warmup)
+
+
+def peer_runs(directory, posteriors):
+  """The rows of the peers' runs saved by ``hard_geometry_peers.py``."""
+  rows = []
+  for name in sorted(os.listdir(directory)):
+    posterior, tool, seed = name[:-len(".npz")].split("__")
+    if posterior not in posteriors:
+      continue
+    with np.load(os.path.join(directory, name)) as f:
+      draws = {k[len("draw_"):]: f[k] for k in f.files if k.startswith("draw_")}
+      rows.append(analyse(posterior, tool, int(seed), draws, f["total"], f["fit"],
+                          f["divergences"], f["wall"]))
+  return rows
+
+
 def run(posterior, tool, seed):
-  program, args, observed, options, agree = POSTERIORS[posterior]()
+  program, args, observed, options, _ = POSTERIORS[posterior]()
   options = {**options, **TOOLS[tool]}
   t0 = time.perf_counter()
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     post = ed.mcmc.sample(program, *args, observed=observed, chains=CHAINS, warmup=WARMUP,
                           draws=DRAWS, seed=seed, progress=False, **options)
-    table = post.summary()
-  wall = time.perf_counter() - t0
-  ess = float(min(table["ess_bulk"].min(), table["ess_tail"].min()))
-  z, ratios, tail_z = agree(post.draws)
+    post.summary()
   fit = (post.transport or {}).get("num_gradients") or 0
-  return dict(posterior=posterior, tool=tool, seed=seed, total=post.total_gradients, fit=fit,
-              min_ess=ess, per_ess=post.total_gradients / max(ess, 1e-9),
-              bulk=float(table["ess_bulk"].min()), tail=float(table["ess_tail"].min()),
-              divergences=int(post.divergences.sum()), rhat=float(table["r_hat"].max()),
-              wall=wall, z=z, ratios=ratios, tail_z=tail_z, warmup=post.warmup)
+  return analyse(posterior, tool, seed, post.draws, post.total_gradients, fit,
+                 post.divergences.sum(), time.perf_counter() - t0, post.warmup)
 
 
 def main():
@@ -140,30 +168,44 @@ def main():
   parser.add_argument("--posteriors", default=",".join(POSTERIORS))
   parser.add_argument("--tools", default=",".join(TOOLS))
   parser.add_argument("--seeds", default="0,1,2")
+  parser.add_argument("--peer-draws", default=None,
+                      help="a directory of hard_geometry_peers.py's runs, analysed here too")
   a = parser.parse_args()
   print(machine_line())
   print(f"# tensorflow {version('tensorflow')}, tensorflow-probability "
         f"{version('tensorflow-probability')}, NUTS {CHAINS} chains x ({WARMUP} + {DRAWS})")
   print("posterior | tool | seed | total grads (fit) | min bulk/tail ESS | grads/min ESS | "
         "div | max R-hat | wall s | max|z| mean | sd ratios | tail z")
+  posteriors = a.posteriors.split(",")
+  tools = [t for t in a.tools.split(",") if t]
   rows = []
-  for posterior in a.posteriors.split(","):
-    for tool in a.tools.split(","):
+
+  def show(r):
+    tail = "" if r["tail_z"] is None else f"{r['tail_z']:+.1f}"
+    print(f"{r['posterior']} | {r['tool']} | {r['seed']} | {r['total']} ({r['fit']}) | "
+          f"{r['bulk']:.0f}/{r['tail']:.0f} | {r['per_ess']:.1f} | {r['divergences']} | "
+          f"{r['rhat']:.3f} | {r['wall']:.0f} | {r['z']:.1f} | "
+          f"{r['ratios'][0]:.2f}-{r['ratios'][1]:.2f} | {tail}", flush=True)
+
+  for posterior in posteriors:
+    for tool in tools:
       for seed in (int(s) for s in a.seeds.split(",")):
-        r = run(posterior, tool, seed)
-        rows.append(r)
-        tail = "" if r["tail_z"] is None else f"{r['tail_z']:+.1f}"
-        print(f"{posterior} | {tool} | {seed} | {r['total']} ({r['fit']}) | "
-              f"{r['bulk']:.0f}/{r['tail']:.0f} | {r['per_ess']:.1f} | {r['divergences']} | "
-              f"{r['rhat']:.3f} | {r['wall']:.0f} | {r['z']:.1f} | "
-              f"{r['ratios'][0]:.2f}-{r['ratios'][1]:.2f} | {tail}", flush=True)
-  print("\nmedian gradients per min ESS, default / flow:")
-  for posterior in a.posteriors.split(","):
+        rows.append(run(posterior, tool, seed))
+        show(rows[-1])
+  if a.peer_draws:
+    for r in peer_runs(a.peer_draws, posteriors):
+      rows.append(r)
+      show(r)
+  print("\nmedian gradients per min ESS (default / flow; the best peer / flow):")
+  for posterior in posteriors:
+    names = sorted({r["tool"] for r in rows if r["posterior"] == posterior})
     med = {t: np.median([r["per_ess"] for r in rows if r["posterior"] == posterior
-                         and r["tool"] == t]) for t in a.tools.split(",")}
-    ratio = med.get("default", np.nan) / med.get("flow", np.nan)
+                         and r["tool"] == t]) for t in names}
+    peers = [v for t, v in med.items() if t not in TOOLS]
+    flow = med.get("flow", np.nan)
     print(f"  {posterior}: " + ", ".join(f"{t} {v:.1f}" for t, v in med.items())
-          + f"; default / flow {ratio:.1f}x")
+          + f"; default / flow {med.get('default', np.nan) / flow:.1f}x"
+          + (f"; best peer / flow {min(peers) / flow:.1f}x" if peers else ""))
 
 
 if __name__ == "__main__":
