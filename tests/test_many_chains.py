@@ -292,6 +292,11 @@ def test_chains_still_moving_from_their_starts_drift(small_run):
   for superchains in (0, 16):
     said = _convergence_said(small_run, moving, superchains)
     assert any("parameter(s) drift" in n and "run a longer warmup" in n for n in said), said
+    # small_run is a random walk's: the way out a longer run is not.
+    assert any('sample with gradients (kernel="chees" or "nuts")' in n for n in said), said
+  with_gradients = dataclasses.replace(small_run, kernel=ed.mcmc.NUTS())
+  assert not any("sample with gradients" in n
+                 for n in _convergence_said(with_gradients, moving, 16))
 
 
 @pytest.mark.slow

@@ -240,7 +240,7 @@ def convergence_notes(result, rows, keys):
         f"autocorrelation gives (worst: {rows[at][0]}, {split[at]:.3f}, where one chain's ESS "
         f"of {n_eff:.0f} gives about {math.sqrt(1. + 2. / n_eff):.3f}): the chains sample "
         "different regions: the posterior may be multimodal, or the chains have not mixed; "
-        "run longer or reparameterize.")
+        "run longer or reparameterize" + gradient_advice(result) + ".")
   elif result.superchains < 2 and np.any(split > 1.01):
     at = int(np.nanargmax(split))
     said.append(f"{int(np.sum(split > 1.01))} parameter(s) have R-hat > 1.01 (worst: "
@@ -255,8 +255,21 @@ def convergence_notes(result, rows, keys):
         f"{int(drifting.sum())} parameter(s) drift: over the {result.chains} chains the second "
         f"half of the draws differs from the first (worst: {rows[at][0]}, by {shift[at]:.3g}, "
         f"{abs(shift[at]) / mcse[at]:.0f} times the mean's MCSE): the chains still move away "
-        "from where they started; run a longer warmup.")
+        "from where they started; run a longer warmup" + gradient_advice(result) + ".")
   return said
+
+
+def gradient_advice(result):
+  """After a run without gradients (random-walk Metropolis), the way out a
+  longer run is not: a random walk needs about ``D`` times the transitions
+  of a gradient kernel for an effective draw in ``D`` dimensions (a
+  24-dimensional varying-intercepts regression, 10^4 chains x (500 + 500):
+  one chain's ESS 5, split R-hat 1.96, a drift of 179 MCSE and a group
+  scale's sd 0.13 against 0.16, where ChEES's table matched NUTS's)."""
+  if result.kernel.has_gradients:
+    return ""
+  return (f", or sample with gradients (kernel=\"chees\" or \"nuts\"), whose chains mix "
+          f"far faster than a random walk's in {result.target.dim} dimensions")
 
 
 def beyond_autocorrelation(result, split, keys):
@@ -351,4 +364,4 @@ def r_hat_advice(result, r_hat, name, index):
               "autocorrelation alone gives such an R-hat in chains that have mixed, so it "
               "cannot tell whether they have: draw more per chain, or start the chains in "
               "superchains (superchains=16) for nested R-hat.")
-  return "the chains have not mixed: run longer or reparameterize."
+  return "the chains have not mixed: run longer or reparameterize" + gradient_advice(result) + "."
