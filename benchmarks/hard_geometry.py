@@ -17,6 +17,10 @@ reference answer (the largest |z| of a mean, the range of sd ratios).
   (float64), against its quadrature-and-importance reference.
 - ``banana``: ``x1 ~ N(0, 10)``, ``x2 | x1 ~ N(0.03 (x1^2 - 100), 1)``;
   exact: ``x2`` has mean 0 and sd ``sqrt(19)``.
+- ``irt2pl``: the hierarchical 2PL item-response model of
+  ``examples/irt_2pl.py`` (800 students x 100 items, centred, 1,003
+  parameters), against ``vi_irt.py``'s long NUTS reference (built and
+  cached on first use, about 5 minutes).
 
     PYTHONPATH=. .venv/bin/python benchmarks/hard_geometry.py \\
         [--posteriors funnel10,banana] [--tools default,flow] [--seeds 0,1,2]
@@ -111,9 +115,24 @@ def _gp_poisson():
   return m.program, args, observed, {"dtype": tf.float64, **m.options}, agree
 
 
+def _irt2pl():
+  import vi_irt  # pylint: disable=import-outside-toplevel
+  irt_2pl = vi_irt.irt_2pl
+  ref = vi_irt.load_reference(vi_irt.REF_PATH, build=True)
+
+  def agree(draws):
+    flat = vi_irt._chains_flat(draws, CHAINS)  # pylint: disable=protected-access
+    mcse = np.asarray(ed.diagnostics.mcse_mean(flat))
+    z = np.abs(flat.mean((0, 1)) - ref["mean"]) / np.hypot(mcse, ref["mcse"])
+    ratios = flat.reshape(-1, flat.shape[-1]).std(0, ddof=1) / ref["sd"]
+    return float(z.max()), (float(ratios.min()), float(ratios.max())), None
+  return (irt_2pl.model, (irt_2pl.STUDENTS, irt_2pl.ITEMS),
+          {"y": irt_2pl.make_data(int(ref["setting_data_seed"]))}, {}, agree)
+
+
 POSTERIORS = {"funnel10": lambda: _funnel(10), "funnel100": lambda: _funnel(100),
               "eight_schools_centred": _eight_schools_centred, "gp_poisson": _gp_poisson,
-              "banana": _banana}
+              "banana": _banana, "irt2pl": _irt2pl}
 TOOLS = {"default": {}, "flow": {"adapt_metric": "flow"}}
 
 
