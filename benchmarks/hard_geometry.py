@@ -32,6 +32,7 @@ environment) with the same estimators and references.  Results:
 """
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -136,11 +137,17 @@ POSTERIORS = {"funnel10": lambda: _funnel(10), "funnel100": lambda: _funnel(100)
 TOOLS = {"default": {}, "flow": {"adapt_metric": "flow"}}
 
 
+@functools.lru_cache(maxsize=None)
+def posterior_parts(posterior):
+  """``POSTERIORS[posterior]()``, built once (the IRT's reads its reference file)."""
+  return POSTERIORS[posterior]()
+
+
 def analyse(posterior, tool, seed, draws, total, fit, divergences, wall, warmup=WARMUP):
   """The row of one run from its draws (``{name: [draws, chains, ...]}``),
   whichever sampler made them: ESS, R-hat and the agreement by the same
   estimators (``ed.diagnostics``) and references."""
-  *_, agree = POSTERIORS[posterior]()
+  *_, agree = posterior_parts(posterior)
   scalars = [np.asarray(x, np.float64).reshape(x.shape[:2] + (-1,)) for x in draws.values()]
   scalars = np.concatenate(scalars, axis=-1)
   bulk = float(np.min(ed.diagnostics.ess_bulk(scalars)))
@@ -169,7 +176,7 @@ def peer_runs(directory, posteriors):
 
 
 def run(posterior, tool, seed):
-  program, args, observed, options, _ = POSTERIORS[posterior]()
+  program, args, observed, options, _ = posterior_parts(posterior)
   options = {**options, **TOOLS[tool]}
   t0 = time.perf_counter()
   with warnings.catch_warnings():
