@@ -224,6 +224,31 @@ def test_planted_chains_are_still_named(small_run):
   assert found == {11: "apart", 22: "stuck", 33: "apart"}, found
 
 
+def test_a_far_chain_that_diverged_is_not_called_multimodal(small_run):
+  """ChEES on eight schools (non-centred) at 10^5 chains: one chain far out
+  in tau's tail with 31 of the run's 2,050 divergences (chains' mean 0.02)
+  was called "sampled apart ... may be multimodal".  A far chain carrying
+  many times the mean chain's divergences is named as diverging where the
+  others did not; a far chain without them is still apart, and scattered
+  single divergences name nothing."""
+  rng = np.random.default_rng(8)
+  x, log_prob, accept = _stationary(rng, 500, 10_000)
+  x[:, 11] = 12. + _ar1(rng, 500, 1, 0.95)[:, 0]
+  x[:, 22] = -12. + _ar1(rng, 500, 1, 0.95)[:, 0]
+  result = _as_result(small_run, x, log_prob, accept)
+  divergent = np.where(rng.random(10_000) < 0.02, 1., 0.)
+  divergent[11] = 31.
+  result = dataclasses.replace(result, chain_divergent=divergent / 500)
+  found = {c: kind for c, kind, _ in result.stuck_chains()}
+  assert found == {11: "diverging", 22: "apart"}, found
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    said = result.summary().attrs["notes"]
+  diverging = [note for note in said if note.startswith("Chain 11 ")]
+  assert len(diverging) == 1 and "diverged where the others did not (31 of the run's" in \
+      diverging[0] and "multimodal" not in diverging[0], diverging
+
+
 def test_acceptance_too_low_for_chance_is_stuck():
   """Chernoff: at 10^5 chains a chain accepting none of 20 proposals may
   be chance (0.7^20 = 8e-4), none of 500 is not."""

@@ -286,7 +286,7 @@ class MCMCResult:
 
   def stuck_chains(self):
     """Chains that did not sample the posterior with the others:
-    ``[(chain, kind, reason)]``, kind ``"stuck"`` or ``"apart"`` (see
+    ``[(chain, kind, reason)]``, kind ``"stuck"``, ``"apart"`` or ``"diverging"`` (see
     ``mcmc.notes.stuck_chains``)."""
     return notes.stuck_chains(self)
 
