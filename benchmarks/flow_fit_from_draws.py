@@ -1,0 +1,150 @@
+"""Fitting the transport flow from the chains' draws and gradients (issue 54,
+item 1: "from the warmup's draws and gradients, or by the ELBO, or both:
+measure which").  An exploration beside ``hard_geometry.py``, not a feature.
+
+The flow ``u = T(v)`` is fitted by the Fisher divergence in its base space:
+for posterior draws ``u_i`` with gradients ``g_i = grad log p(u_i)``, at
+``v_i = T^{-1}(u_i)`` the pulled-back score is
+
+    s(v_i) = J(v_i)^T g_i + grad_v log|det J(v_i)|,     J = dT/dv,
+
+and a flow that carries ``N(0, I)`` to the posterior makes ``s(v) = -v``;
+the loss is ``mean_i ||s(v_i) + v_i||^2``, minimized by Adam over
+minibatches of the stored pairs (each pair costs one model gradient, reused
+at every step; the ELBO needs fresh draws and gradients every step).
+
+Modes (``--mode``):
+
+* ``draws``: the default adaptation's draws (4 chains x (300 + 250)) fit
+  an IAF (4 layers of 64 x 64), then ``--rounds - 1`` more rounds of
+  draws through the flow so far (200 + 250), each refitting on all pairs;
+* ``both``: the flow adaptation's ELBO fit (IAF, 1000 steps x 32 draws),
+  then draws through it (200 + 250) refit it by the Fisher loss.
+
+The final run is NUTS through the flow, 4 x (1000 + 1000), as
+``hard_geometry.py``'s; every gradient (chains, fits, the stored pairs') is
+counted.  Results: ``benchmarks/RESULTS.md``, section 58.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/flow_fit_from_draws.py \\
+        --posteriors funnel10,eight_schools_centred --modes draws,both --seeds 0,1,2
+"""
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import hard_geometry as hg  # pylint: disable=wrong-import-position
+import edward_lite as ed  # pylint: disable=wrong-import-position
+from machine import machine_line  # pylint: disable=wrong-import-position
+
+FISHER_STEPS, BATCH, LEARNING_RATE = 2000, 256, 0.005
+
+
+def fisher_fit(fit, u, g, steps, seed):
+  """Trains ``fit``'s flow in place on pairs ``u, g [N, D]`` by the Fisher
+  divergence above; returns the mean loss of the last tenth of steps."""
+  surrogate = fit._surrogate  # pylint: disable=protected-access  (its one flat variable)
+  family, dim, variable = surrogate.family, surrogate.dim, surrogate.variables[0]
+  optimizer = tf.keras.optimizers.Adam(
+      tf.keras.optimizers.schedules.CosineDecay(LEARNING_RATE, steps, 0.01))
+  u, g = tf.constant(u, variable.dtype), tf.constant(g, variable.dtype)
+
+  @tf.function(jit_compile=True)
+  def step(index):
+    x, gx = tf.gather(u, index), tf.gather(g, index)
+    with tf.GradientTape() as outer:
+      params = surrogate.params()
+      v = family.bijector(params, dim).inverse(x)
+      with tf.GradientTape() as inner:
+        inner.watch(v)
+        y, log_det = family.forward_and_log_det(params, dim, v)
+        pulled = tf.reduce_sum(y * tf.stop_gradient(gx)) + tf.reduce_sum(log_det)
+      score = inner.gradient(pulled, v)
+      loss = tf.reduce_mean(tf.reduce_sum(tf.square(score + v), -1))
+    grad = outer.gradient(loss, variable)
+    optimizer.apply_gradients([(tf.where(tf.math.is_finite(grad), grad, 0.), variable)])
+    return loss
+
+  rng = np.random.default_rng(seed)
+  losses = [float(step(tf.constant(rng.integers(0, int(u.shape[0]), BATCH), tf.int32)))
+            for _ in range(steps)]
+  return float(np.mean(losses[-max(1, steps // 10):]))
+
+
+def pairs(target, post):
+  """The run's draws as unconstrained ``u [S C, D]`` and their gradients."""
+  values = {n: np.reshape(post.draws[n], (-1,) + post.draws[n].shape[2:]) for n in target.names}
+  u = target.flatten(target.unconstrain(values))
+  _, g = target.value_and_gradient_flat(u)
+  return np.asarray(u), np.asarray(g)
+
+
+def run(posterior, mode, seed, rounds):
+  program, args, observed, options, _ = hg.posterior_parts(posterior)
+  data = dict(observed=observed, progress=False)
+  typed = {"dtype": options["dtype"]} if "dtype" in options else {}
+  target = ed.make_target(program, *args, observed=observed, **typed)
+  start, total, us, gs = time.perf_counter(), 0, [], []
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    if mode == "both":
+      fit = ed.vi.fit(program, *args, family="iaf", steps=1000, samples=32, seed=seed,
+                      **data, **typed)
+      post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=4, warmup=200, draws=250,
+                            seed=seed + 50, **data, **options)
+    else:
+      fit = ed.vi.fit(program, *args, family="iaf", steps=1, samples=1, seed=seed, **data,
+                      **typed)  # the flow's initial parameters (its start's gradients counted)
+      post = ed.mcmc.sample(program, *args, chains=4, warmup=300, draws=250, seed=seed, **data,
+                            **options)
+    total += fit.num_gradients + post.total_gradients
+    for r in range(rounds):
+      u, g = pairs(target, post)
+      us.append(u)
+      gs.append(g)
+      total += len(u)
+      loss = fisher_fit(fit, np.concatenate(us), np.concatenate(gs), FISHER_STEPS, seed + r)
+      if r < rounds - 1:
+        post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=4, warmup=200,
+                              draws=250, seed=seed + 100 + r, **data, **options)
+        total += post.total_gradients
+    fitted = total
+    post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=hg.CHAINS, warmup=hg.WARMUP,
+                          draws=hg.DRAWS, seed=seed, **data, **options)
+  row = hg.analyse(posterior, mode, seed, post.draws, fitted + post.total_gradients, fitted,
+                   post.divergences.sum(), time.perf_counter() - start)
+  row["loss"] = loss
+  return row
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--posteriors", default="funnel10,eight_schools_centred,gp_poisson")
+  parser.add_argument("--modes", default="draws,both")
+  parser.add_argument("--seeds", default="0,1,2")
+  parser.add_argument("--rounds", type=int, default=None,
+                      help="Fisher rounds (default: 2 for draws, 1 for both)")
+  a = parser.parse_args()
+  print(machine_line())
+  print(f"{'posterior':>22s} {'mode':>5s} {'seed':>4s} {'total':>8s} {'fit+pairs':>9s} "
+        f"{'min ESS':>7s} {'grads/ESS':>9s} {'div':>4s} {'R-hat':>6s} {'max|z|':>6s} "
+        f"{'sd ratio':>10s} {'loss':>6s} {'s':>4s}", flush=True)
+  for posterior in a.posteriors.split(","):
+    for mode in a.modes.split(","):
+      for seed in [int(s) for s in a.seeds.split(",")]:
+        r = run(posterior, mode, seed, a.rounds or (2 if mode == "draws" else 1))
+        print(f"{posterior:>22s} {mode:>5s} {seed:>4d} {r['total']:>8d} {r['fit']:>9d} "
+              f"{r['min_ess']:7.0f} {r['per_ess']:9.0f} {r['divergences']:>4d} {r['rhat']:6.3f} "
+              f"{r['z']:6.2f} {r['ratios'][0]:.2f}-{r['ratios'][1]:.2f} {r['loss']:6.3f} "
+              f"{r['wall']:4.0f}", flush=True)
+
+
+if __name__ == "__main__":
+  main()
