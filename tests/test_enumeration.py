@@ -7,6 +7,8 @@ each draw, and a change point's posterior by exact summation (conjugate
 Gamma-Poisson segments).
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.special as sp
@@ -146,6 +148,8 @@ def test_assignments_are_drawn_with_their_conditional_probabilities():
   summary = post.summary()
   # The summed-out assignments only when asked for (issue 53, item 10).
   assert "w" in summary.index and "z[0]" not in summary.index
+  assert any("not shown: z (summary(var_names=['z'])" in line
+             for line in summary.attrs["methods"]), summary.attrs["methods"]
   assert "z[0]" in post.summary(var_names=["z"]).index
 
 
@@ -190,6 +194,14 @@ def test_a_change_point_matches_its_posterior_by_summation():
   for name, exact in (("early", early), ("late", late)):
     draws = post.draws[name]
     assert abs(draws.mean() - exact) < 5 * draws.std() / np.sqrt(tau.size / 10), name
+  # A scalar switch is in the default summary (per-point assignments are not),
+  # with the mean of its draws; a user reads the change point there.
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    summary = post.summary()
+  assert list(summary.index) == ["early", "late", "tau"], list(summary.index)
+  assert summary.loc["tau", "mean"] == pytest.approx(tau.mean(), rel=1e-6)
+  assert not any("not shown" in line for line in summary.attrs["methods"])
 
 
 def zero_inflated(n):

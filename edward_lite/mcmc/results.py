@@ -18,6 +18,11 @@ from edward_lite.language.reparameterize import NONCENTRED_SUFFIX
 
 __all__ = ["MCMCResult", "Summary"]
 
+# A summed-out discrete latent of at most this many scalars (a change point's
+# switch, a regime) is in the default summary; larger ones (per-point
+# assignments) only when asked for, and the header says so.
+SHOWN_ENUMERATED = 10
+
 
 @dataclasses.dataclass(eq=False, repr=False, kw_only=True)
 class MCMCResult:
@@ -223,14 +228,18 @@ class MCMCResult:
           keys.append((name, index))
     shown = [row for name in order for row in rows.get(name, [])]
     return Summary(shown, notes.notes(self, checked, keys), columns=columns,
-                   round_to=round_to, header=self._methods())
+                   round_to=round_to,
+                   header=self._methods(keep if var_names is None and filter_vars is None
+                                        else None))
 
   def _user_order(self, names, enumerated):
     """The variables a summary shows by default, in this order: the
     program's latents as the user wrote them (``ed.reparameterize``'s
     ``x_noncentred`` replaced by ``x`` where its draws are kept), then its
     other deterministic values; not the summed-out discrete latents
-    (``enumerated``) nor the auxiliaries whose original is shown."""
+    (``enumerated``) of more than ``SHOWN_ENUMERATED`` scalars (per-point
+    assignments: ``summary(var_names=["z"])`` shows them; a change point's
+    switch is shown) nor the auxiliaries whose original is shown."""
     try:
       originals = getattr(self.target.program, "original_names", None)
       originals = originals(self.target.names) if originals else {}
@@ -245,12 +254,22 @@ class MCMCResult:
       original = auxiliary.get(name)
       order.append(original if original in names else name)
     return order + [n for n in names if n not in order and n not in auxiliary and
-                    n not in enumerated]
+                    (n not in enumerated or self._scalars(n) <= SHOWN_ENUMERATED)]
 
-  def _methods(self):
+  def _scalars(self, name):
+    """Scalars of ``name`` per draw (its kept draws' trailing shape)."""
+    return int(np.prod(self.draws[name].shape[2:])) if self.draws and name in self.draws else 0
+
+  def _methods(self, shown=None):
     """The header lines that say how the columns were estimated, where not
-    as Stan's and ArviZ's summary (``column_summary``)."""
+    as Stan's and ArviZ's summary (``column_summary``), and which summed-out
+    latents the default table leaves out."""
     lines = []
+    hidden = [n for n in getattr(self.target, "enumerated_names", ())
+              if shown is not None and n not in shown and self._scalars(n)]
+    if hidden:
+      lines.append(f"Summed-out discrete latents drawn at each draw, not shown: "
+                   f"{', '.join(hidden)} (summary(var_names={hidden!r}) shows them).")
     if self.superchains >= 2:
       lines.append(f"r_hat: nested R-hat of {self.superchains} superchains of about "
                    f"{self.chains // self.superchains} chains that shared their initial "
