@@ -19,7 +19,10 @@ Modes (``--mode``):
   an IAF (4 layers of 64 x 64), then ``--rounds - 1`` more rounds of
   draws through the flow so far (200 + 250), each refitting on all pairs;
 * ``both``: the flow adaptation's ELBO fit (IAF, 1000 steps x 32 draws),
-  then draws through it (200 + 250) refit it by the Fisher loss.
+  then draws through it (200 + 250) refit it by the Fisher loss;
+* ``qpairs``: the ELBO fit, then ``Q_PAIRS`` of its own draws (``q``'s,
+  which reach where ``q`` puts mass) refit it;
+* ``union``: ``qpairs``' pairs and the default adaptation's 1000 together.
 
 The final run is NUTS through the flow, 4 x (1000 + 1000), as
 ``hard_geometry.py``'s; every gradient (chains, fits, the stored pairs') is
@@ -45,6 +48,7 @@ import edward_lite as ed  # pylint: disable=wrong-import-position
 from machine import machine_line  # pylint: disable=wrong-import-position
 
 FISHER_STEPS, BATCH, LEARNING_RATE = 2000, 256, 0.005
+Q_PAIRS = 2000  # draws of the ELBO's flow made into pairs (qpairs, union)
 
 
 def fisher_fit(fit, u, g, steps, seed):
@@ -86,25 +90,53 @@ def pairs(target, post):
   return np.asarray(u), np.asarray(g)
 
 
+def flow_pairs(target, fit, n, seed):
+  """``n`` draws of the fitted flow ``u = T(v)``, ``v ~ N(0, I)``, and their
+  gradients: pairs where ``q`` puts its mass (the funnel's neck, which the
+  ELBO's own draws reach)."""
+  transport = fit.transport()
+  v = tf.random.stateless_normal([n, target.dim], [seed, 7], dtype=target.dtype)
+  u, _ = transport.forward_and_log_det(v)
+  _, g = target.value_and_gradient_flat(u)
+  return np.asarray(u), np.asarray(g)
+
+
 def run(posterior, mode, seed, rounds):
+  """One run of ``mode`` (above); ``rounds`` of pairs from chains (draws, both)."""
   program, args, observed, options, _ = hg.posterior_parts(posterior)
   data = dict(observed=observed, progress=False)
   typed = {"dtype": options["dtype"]} if "dtype" in options else {}
   target = ed.make_target(program, *args, observed=observed, **typed)
-  start, total, us, gs = time.perf_counter(), 0, [], []
+  start, us, gs = time.perf_counter(), [], []
+
+  def sample(seed, fit=None, warmup=300):
+    return ed.mcmc.sample(program, *args, adapt_metric=True if fit is None else fit, chains=4,
+                          warmup=warmup,
+                          draws=250, seed=seed, **data, **options)
+
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    if mode == "both":
+    if mode == "draws":  # the flow's initial parameters only (its start's gradients counted)
+      fit = ed.vi.fit(program, *args, family="iaf", steps=1, samples=1, seed=seed, **data,
+                      **typed)
+    else:
       fit = ed.vi.fit(program, *args, family="iaf", steps=1000, samples=32, seed=seed,
                       **data, **typed)
-      post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=4, warmup=200, draws=250,
-                            seed=seed + 50, **data, **options)
+    total = fit.num_gradients
+    post = None
+    if mode in ("qpairs", "union"):
+      u, g = flow_pairs(target, fit, Q_PAIRS, seed)
+      us.append(u)
+      gs.append(g)
+      total += len(u)
+      rounds = 1 if mode == "union" else 0
+      if rounds:
+        post = sample(seed)
     else:
-      fit = ed.vi.fit(program, *args, family="iaf", steps=1, samples=1, seed=seed, **data,
-                      **typed)  # the flow's initial parameters (its start's gradients counted)
-      post = ed.mcmc.sample(program, *args, chains=4, warmup=300, draws=250, seed=seed, **data,
-                            **options)
-    total += fit.num_gradients + post.total_gradients
+      post = sample(seed) if mode == "draws" else sample(seed + 50, fit, warmup=200)
+    total += post.total_gradients if post is not None else 0
+    loss = fisher_fit(fit, np.concatenate(us), np.concatenate(gs), FISHER_STEPS, seed) \
+        if not rounds else None
     for r in range(rounds):
       u, g = pairs(target, post)
       us.append(u)
@@ -112,8 +144,7 @@ def run(posterior, mode, seed, rounds):
       total += len(u)
       loss = fisher_fit(fit, np.concatenate(us), np.concatenate(gs), FISHER_STEPS, seed + r)
       if r < rounds - 1:
-        post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=4, warmup=200,
-                              draws=250, seed=seed + 100 + r, **data, **options)
+        post = sample(seed + 100 + r, fit, warmup=200)
         total += post.total_gradients
     fitted = total
     post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=hg.CHAINS, warmup=hg.WARMUP,
