@@ -12,8 +12,10 @@ quality -- a poor flow only costs speed.
 
 The fit is ``ed.vi.fit`` with the flow's ``family`` (default an IAF: a
 sample and its density in one network pass each way the sampler needs),
-seeded from the run's seed, checkpointed beside the run's checkpoint, and
-its gradients counted in the result (``MCMCResult.transport``).
+then a refit by the Fisher divergence on the model's gradients at 2000 of
+the fitted flow's draws (``vi.fisher``), seeded from the run's seed,
+checkpointed beside the run's checkpoint, and its gradients counted in the
+result (``MCMCResult.transport``).
 """
 
 import dataclasses
@@ -60,16 +62,24 @@ class FlowAdaptation:
       flow), as the chains correct the fit, so total gradients per
       effective draw fall (RESULTS section 55).
     learning_rate: the fit's (None: the family's default).
+    refit: draws of the fitted flow whose model gradients then refit it by
+      the Fisher divergence (``VIResult.refit_by_fisher``); 0: the ELBO fit
+      alone.  The ELBO's reverse KL under-weights the posterior's tails and
+      leaves a funnel's neck loose; the gradients at ``q``'s own draws carry
+      the posterior's shape there (RESULTS section 58: the 10-D funnel 82 ->
+      54 gradients per effective draw, a banana's sds 6-23% off -> right).
   """
   family: Any = "iaf"
   steps: int = 1000
   samples: int = 32
   learning_rate: Optional[float] = None
+  refit: int = 2000
 
   def __post_init__(self):
     get_family(self.family)  # a clear error for an unknown family, here
     arguments.check_integer("FlowAdaptation steps", self.steps, 1)
     arguments.check_integer("FlowAdaptation samples", self.samples, 1)
+    arguments.check_integer("FlowAdaptation refit", self.refit, 0)
     if self.learning_rate is not None:
       arguments.check_positive("FlowAdaptation learning_rate", self.learning_rate)
 
@@ -77,7 +87,7 @@ class FlowAdaptation:
     """JSON-able: the fit's part of a checkpoint's identity."""
     family = get_family(self.family)
     return dict(family=family.settings(), steps=self.steps, samples=self.samples,
-                learning_rate=self.learning_rate)
+                learning_rate=self.learning_rate, refit=self.refit)
 
 
 def resolve(adapt_metric):
@@ -95,12 +105,15 @@ def resolve(adapt_metric):
 
 
 def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, checkpoint_dir):
-  """``(fit, notes)``: the ``VIResult`` whose ``transport()`` the run samples
+  """``(fit, info)``: the ``VIResult`` whose ``transport()`` the run samples
   through -- ``flow`` itself when it is one, else ``ed.vi.fit`` by
-  ``flow``'s settings (its checkpoint in ``checkpoint_dir/flow_fit``) -- and
-  the fit's own verdicts on itself, kept for ``describe``."""
+  ``flow``'s settings (its checkpoint in ``checkpoint_dir/flow_fit``), then
+  refit by the Fisher divergence on ``flow.refit`` of its draws (run again
+  on resume: seeded, it gives the same flow) -- and, for ``describe``, the
+  fit's own verdicts on itself (``notes``) and the refit's record
+  (``refit``, or None)."""
   if isinstance(flow, VIResult):
-    return flow, []
+    return flow, dict(notes=[], refit=None)
   # The fit's own verdicts (k-hat, a rising ELBO) judge it as the posterior;
   # here the chains correct it, so they go into the result's transport
   # record (``describe``), not to the user as warnings.
@@ -119,7 +132,8 @@ def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, ch
     else:
       warnings.warn_explicit(warning.message, warning.category, warning.filename,
                              warning.lineno)
-  return fit, notes
+  refit = fit.refit_by_fisher(flow.refit, seed) if flow.refit else None
+  return fit, dict(notes=notes, refit=refit)
 
 
 _FIT_VERDICTS = ("The fitted ", "The ELBO was still rising")
@@ -152,12 +166,12 @@ def check_fit(fit, target):
                      f"{ours}: fit the same model (ed.vi.fit) to sample through it.")
 
 
-def describe(fit, flow, notes):
-  """The result's ``transport`` record: what was fitted, what it cost and
-  ``notes`` (``fit_transport``'s)."""
+def describe(fit, flow, info):
+  """The result's ``transport`` record: what was fitted, what it cost, the
+  fit's verdicts and the Fisher refit's record (``info``, ``fit_transport``'s)."""
   elbo = np.asarray(fit.elbo, np.float64)
   tail = elbo[-max(1, len(elbo) // 10):]
   return dict(family=getattr(fit.family, "name", str(fit.family)), steps=int(fit.steps),
               num_gradients=fit.num_gradients, fitted_here=not isinstance(flow, VIResult),
               elbo=float(np.nanmean(tail)) if np.isfinite(tail).any() else float("nan"),
-              notes=list(notes))
+              notes=list(info["notes"]), refit=info["refit"])

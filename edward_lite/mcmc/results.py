@@ -68,7 +68,9 @@ class MCMCResult:
       moved through (``ed.mcmc.flow_adaptation``): ``family``, ``steps``,
       ``num_gradients`` (the fit's, not in ``num_gradients`` above: the
       run's total is ``total_gradients``), ``elbo`` (the mean of its last
-      tenth), ``fitted_here`` and ``notes`` (the fit's own verdicts); else None.
+      tenth), ``fitted_here``, ``notes`` (the fit's own verdicts) and
+      ``refit`` (the Fisher refit's ``pairs``, ``loss`` and ``steps``, or
+      None); else None.
   """
 
   target: Any

@@ -170,7 +170,7 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
       max_init_tries=max_init_tries, callback=callback, strategy=strategy, parallel=parallel,
       jit_compile=jit_compile, dtype=dtype, observed=observed, superchains=superchains)
   groups = settings.make_chain_groups()
-  flow_fit, fit_notes = _flow_fit(model, args, kwargs, observed, settings)
+  flow_fit, fit_info = _flow_fit(model, args, kwargs, observed, settings)
   program = _program(model, args, kwargs, observed, settings, groups,
                      flow_fit.transport() if flow_fit is not None else None)
   if flow_fit is not None:
@@ -190,15 +190,15 @@ def sample(model, *args, observed=None, kernel="nuts", chains=4, warmup=1000, dr
     program.join_compile()  # a run within its first chunk leaves no compile running
   result = run.result(timings)
   if flow_fit is not None:
-    result.transport = flow_adaptation.describe(flow_fit, settings.flow, fit_notes)
+    result.transport = flow_adaptation.describe(flow_fit, settings.flow, fit_info)
   return result
 
 
 def _flow_fit(model, args, kwargs, observed, settings):
-  """The fit ``adapt_metric`` asks to sample through and its notes
-  (``flow_adaptation.fit_transport``), or ``(None, [])``."""
+  """The fit ``adapt_metric`` asks to sample through and its record
+  (``flow_adaptation.fit_transport``), or ``(None, None)``."""
   if settings.flow is None:
-    return None, []
+    return None, None
   if isinstance(model, Target):
     raise ValueError("adapt_metric='flow' fits a flow to a model: give the model and its "
                      "data, not a prebuilt target.")
