@@ -90,6 +90,12 @@ def pairs(target, post):
   return np.asarray(u), np.asarray(g)
 
 
+def chain_gradients(post):
+  """The chains' gradients of a run (``total_gradients`` also counts the
+  fit a run through a flow was given, which is counted here once, apart)."""
+  return int(np.sum(post.num_gradients, dtype=np.int64))
+
+
 def flow_pairs(target, fit, n, seed):
   """``n`` draws of the fitted flow ``u = T(v)``, ``v ~ N(0, I)``, and their
   gradients: pairs where ``q`` puts its mass (the funnel's neck, which the
@@ -134,7 +140,7 @@ def run(posterior, mode, seed, rounds):
         post = sample(seed)
     else:
       post = sample(seed) if mode == "draws" else sample(seed + 50, fit, warmup=200)
-    total += post.total_gradients if post is not None else 0
+    total += chain_gradients(post) if post is not None else 0
     loss = fisher_fit(fit, np.concatenate(us), np.concatenate(gs), FISHER_STEPS, seed) \
         if not rounds else None
     for r in range(rounds):
@@ -145,11 +151,11 @@ def run(posterior, mode, seed, rounds):
       loss = fisher_fit(fit, np.concatenate(us), np.concatenate(gs), FISHER_STEPS, seed + r)
       if r < rounds - 1:
         post = sample(seed + 100 + r, fit, warmup=200)
-        total += post.total_gradients
+        total += chain_gradients(post)
     fitted = total
     post = ed.mcmc.sample(program, *args, adapt_metric=fit, chains=hg.CHAINS, warmup=hg.WARMUP,
                           draws=hg.DRAWS, seed=seed, **data, **options)
-  row = hg.analyse(posterior, mode, seed, post.draws, fitted + post.total_gradients, fitted,
+  row = hg.analyse(posterior, mode, seed, post.draws, fitted + chain_gradients(post), fitted,
                    post.divergences.sum(), time.perf_counter() - start)
   row["loss"] = loss
   return row
