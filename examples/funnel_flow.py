@@ -6,9 +6,10 @@ The scale of ``x`` changes by e^9 between the funnel's neck (v = -9) and its
 mouth (v = 9): no metric, one linear map for the whole posterior, fits both,
 so NUTS with the default adaptation never enters the neck (its summary says
 so, and suggests the flow).  ``adapt_metric="flow"`` fits an inverse
-autoregressive flow to the posterior by VI, then runs NUTS on the flow's
-base space, where the posterior is close to a standard normal, and maps the
-draws back.
+autoregressive flow to the posterior by VI, refits it by the Fisher
+divergence on the model's gradients at 2000 of its draws, then runs NUTS on
+the flow's base space, where the posterior is close to a standard normal,
+and maps the draws back.
 
     python examples/funnel_flow.py            # both runs, 4 chains each (~2 min)
     python examples/funnel_flow.py --dim 20
