@@ -122,6 +122,7 @@ def test_flow_run_is_exact_and_counts_the_fits_gradients():
   np.testing.assert_allclose(again.draws["mu"], mu, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_fisher_refit_moves_a_gaussian_fit_to_the_exact_one():
   # A Gaussian posterior and a mean-field family: the Fisher divergence is 0
   # at the exact mean and sds only, whatever draws the pairs come from. A
@@ -190,6 +191,8 @@ def test_bad_flow_settings_are_named():
     ed.mcmc.FlowAdaptation(family="nope")
   with pytest.raises(ValueError, match="steps"):
     ed.mcmc.FlowAdaptation(steps=0)
+  with pytest.raises(ValueError, match="FlowAdaptation refit"):
+    ed.mcmc.FlowAdaptation(refit=-1)
   with pytest.raises(ValueError, match="'flow', an ed.mcmc.FlowAdaptation"):
     ed.mcmc.sample(bounded_gaussian, adapt_metric="flows", progress=False)
   with pytest.raises(ValueError, match="adapt_metric='flow' runs the chains on one device"):

@@ -162,9 +162,10 @@ class VIResult:
     """
     transport = self.transport()  # checks the fit is a flat family's, with its model
     u, g = fisher.draws_and_gradients(self.target, transport, draws, seed)
-    if len(u) < fisher.BATCH:
+    if len(u) < max(1, draws // 2):
       raise ValueError(f"Only {len(u)} of the fitted flow's {draws} draws have a finite "
-                       "model gradient: too few to refit it by the Fisher divergence.")
+                       "model gradient: too few to refit it by the Fisher divergence; "
+                       "pass refit=0 to sample through the ELBO's fit as it is.")
     loss = fisher.fisher_refit(self._surrogate, u, g, seed)
     if self.num_gradients is not None:
       self.num_gradients += int(draws)
