@@ -144,6 +144,26 @@ def test_a_fisher_refit_moves_a_gaussian_fit_to_the_exact_one():
   assert record["pairs"] == 512
 
 
+@pytest.mark.slow
+def test_the_refit_runs_by_default_up_to_its_dimension_and_when_asked_above():
+  # Each refit step inverts the flow (one network pass per dimension for an
+  # autoregressive flow): by default it runs up to REFIT_MAX_DIM dimensions.
+  def wide():
+    ed.Normal(tf.zeros(flow_adaptation.REFIT_MAX_DIM + 1), 1., name="x")
+
+  def run(refit):
+    flow = ed.mcmc.FlowAdaptation("meanfield", steps=5, samples=4, refit=refit)
+    return flow_adaptation.fit_transport(flow, wide, (), {}, None, seed=0, dtype=None,
+                                         progress=False, checkpoint_dir=None)
+
+  fit, info = run(None)
+  assert info["refit"] is None
+  elbo_only, before = fit.num_gradients, fit.params["x"]["scale"]
+  fit, info = run(300)
+  assert info["refit"]["pairs"] == 300 and fit.num_gradients == elbo_only + 300
+  assert np.all(np.abs(fit.params["x"]["scale"] - 1.) < 0.7 * np.abs(before - 1.))
+
+
 def summary_notes(result):
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")

@@ -12,8 +12,9 @@ quality -- a poor flow only costs speed.
 
 The fit is ``ed.vi.fit`` with the flow's ``family`` (default an IAF: a
 sample and its density in one network pass each way the sampler needs),
-then a refit by the Fisher divergence on the model's gradients at 2000 of
-the fitted flow's draws (``vi.fisher``), seeded from the run's seed,
+then (up to ``REFIT_MAX_DIM`` dimensions) a refit by the Fisher divergence
+on the model's gradients at 2000 of the fitted flow's draws
+(``vi.fisher``), seeded from the run's seed,
 checkpointed beside the run's checkpoint, and its gradients counted in the
 result (``MCMCResult.transport``).
 """
@@ -37,6 +38,10 @@ __all__ = ["FlowAdaptation", "resolve", "fit_transport", "check_fit", "describe"
            "starting_points", "FLOW_TARGET_ACCEPT"]
 
 FLOW_CHECKPOINT = "flow_fit"  # the fit's checkpoint, a directory inside the run's
+# The Fisher refit's draws by default, and the largest dimension it runs at
+# by default (``FlowAdaptation.refit``).
+REFIT_DRAWS = 2000
+REFIT_MAX_DIM = 50
 # NUTS's target acceptance through a flow when the kernel is given by name:
 # where the fit is loosest (a funnel's neck) the curvature left is largest,
 # and at Stan's 0.8 a few transitions there diverged (RESULTS section 55).
@@ -64,22 +69,28 @@ class FlowAdaptation:
     learning_rate: the fit's (None: the family's default).
     refit: draws of the fitted flow whose model gradients then refit it by
       the Fisher divergence (``VIResult.refit_by_fisher``); 0: the ELBO fit
-      alone.  The ELBO's reverse KL under-weights the posterior's tails and
-      leaves a funnel's neck loose; the gradients at ``q``'s own draws carry
-      the posterior's shape there (RESULTS section 58: the 10-D funnel 82 ->
-      54 gradients per effective draw, a banana's sds 6-23% off -> right).
+      alone; None (default): ``REFIT_DRAWS`` up to ``REFIT_MAX_DIM``
+      unconstrained dimensions, else 0.  The ELBO's reverse KL under-weights
+      the posterior's tails and leaves a funnel's neck loose; the gradients
+      at ``q``'s own draws carry the posterior's shape there (RESULTS section
+      58: the 10-D funnel 82 -> 34 gradients per effective draw, a banana's
+      sds 6-23% off -> right, a latent GP 536 -> 70).  Each refit step
+      inverts the flow, one network pass per dimension for an
+      autoregressive flow, so its time grows as the dimension squared (the
+      100-D funnel: minutes, against seconds at 10-D).
   """
   family: Any = "iaf"
   steps: int = 1000
   samples: int = 32
   learning_rate: Optional[float] = None
-  refit: int = 2000
+  refit: Optional[int] = None
 
   def __post_init__(self):
     get_family(self.family)  # a clear error for an unknown family, here
     arguments.check_integer("FlowAdaptation steps", self.steps, 1)
     arguments.check_integer("FlowAdaptation samples", self.samples, 1)
-    arguments.check_integer("FlowAdaptation refit", self.refit, 0)
+    if self.refit is not None:
+      arguments.check_integer("FlowAdaptation refit", self.refit, 0)
     if self.learning_rate is not None:
       arguments.check_positive("FlowAdaptation learning_rate", self.learning_rate)
 
@@ -132,7 +143,10 @@ def fit_transport(flow, model, args, kwargs, observed, seed, dtype, progress, ch
     else:
       warnings.warn_explicit(warning.message, warning.category, warning.filename,
                              warning.lineno)
-  refit = fit.refit_by_fisher(flow.refit, seed) if flow.refit else None
+  draws = flow.refit
+  if draws is None:
+    draws = REFIT_DRAWS if fit.target.dim <= REFIT_MAX_DIM else 0
+  refit = fit.refit_by_fisher(draws, seed) if draws else None
   return fit, dict(notes=notes, refit=refit)
 
 
