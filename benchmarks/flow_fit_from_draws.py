@@ -39,47 +39,23 @@ import time
 import warnings
 
 import numpy as np
-import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import hard_geometry as hg  # pylint: disable=wrong-import-position
 import edward_lite as ed  # pylint: disable=wrong-import-position
+from edward_lite.vi import fisher  # pylint: disable=wrong-import-position
 from machine import machine_line  # pylint: disable=wrong-import-position
 
-FISHER_STEPS, BATCH, LEARNING_RATE = 2000, 256, 0.005
+FISHER_STEPS = 2000
 Q_PAIRS = 2000  # draws of the ELBO's flow made into pairs (qpairs, union)
 
 
 def fisher_fit(fit, u, g, steps, seed):
   """Trains ``fit``'s flow in place on pairs ``u, g [N, D]`` by the Fisher
-  divergence above; returns the mean loss of the last tenth of steps."""
-  surrogate = fit._surrogate  # pylint: disable=protected-access  (its one flat variable)
-  family, dim, variable = surrogate.family, surrogate.dim, surrogate.variables[0]
-  optimizer = tf.keras.optimizers.Adam(
-      tf.keras.optimizers.schedules.CosineDecay(LEARNING_RATE, steps, 0.01))
-  u, g = tf.constant(u, variable.dtype), tf.constant(g, variable.dtype)
-
-  @tf.function(jit_compile=True)
-  def step(index):
-    x, gx = tf.gather(u, index), tf.gather(g, index)
-    with tf.GradientTape() as outer:
-      params = surrogate.params()
-      v = family.bijector(params, dim).inverse(x)
-      with tf.GradientTape() as inner:
-        inner.watch(v)
-        y, log_det = family.forward_and_log_det(params, dim, v)
-        pulled = tf.reduce_sum(y * tf.stop_gradient(gx)) + tf.reduce_sum(log_det)
-      score = inner.gradient(pulled, v)
-      loss = tf.reduce_mean(tf.reduce_sum(tf.square(score + v), -1))
-    grad = outer.gradient(loss, variable)
-    optimizer.apply_gradients([(tf.where(tf.math.is_finite(grad), grad, 0.), variable)])
-    return loss
-
-  rng = np.random.default_rng(seed)
-  losses = [float(step(tf.constant(rng.integers(0, int(u.shape[0]), BATCH), tf.int32)))
-            for _ in range(steps)]
-  return float(np.mean(losses[-max(1, steps // 10):]))
+  divergence (``vi.fisher.fisher_refit``, what ``adapt_metric="flow"``
+  runs); returns the mean loss of the last tenth of steps."""
+  return fisher.fisher_refit(fit._surrogate, u, g, seed, steps)  # pylint: disable=protected-access
 
 
 def pairs(target, post):
@@ -97,14 +73,9 @@ def chain_gradients(post):
 
 
 def flow_pairs(target, fit, n, seed):
-  """``n`` draws of the fitted flow ``u = T(v)``, ``v ~ N(0, I)``, and their
-  gradients: pairs where ``q`` puts its mass (the funnel's neck, which the
-  ELBO's own draws reach)."""
-  transport = fit.transport()
-  v = tf.random.stateless_normal([n, target.dim], [seed, 7], dtype=target.dtype)
-  u, _ = transport.forward_and_log_det(v)
-  _, g = target.value_and_gradient_flat(u)
-  return np.asarray(u), np.asarray(g)
+  """``n`` draws of the fitted flow and the model's gradients there
+  (``vi.fisher.draws_and_gradients``): pairs where ``q`` puts its mass."""
+  return fisher.draws_and_gradients(target, fit.transport(), n, seed)
 
 
 def run(posterior, mode, seed, rounds):
