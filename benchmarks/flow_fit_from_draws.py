@@ -21,8 +21,8 @@ Modes (``--mode``):
 * ``both``: the flow adaptation's ELBO fit (IAF, 1000 steps x 32 draws),
   then draws through it (200 + 250) refit it by the Fisher loss;
 * ``qpairs``: the ELBO fit, then ``Q_PAIRS`` of its own draws (``q``'s,
-  which reach where ``q`` puts mass) refit it;
-* ``union``: ``qpairs``' pairs and the default adaptation's 1000 together.
+  which reach where ``q`` puts mass) refit it, as ``adapt_metric="flow"``
+  now does.
 
 The final run is NUTS through the flow, 4 x (1000 + 1000), as
 ``hard_geometry.py``'s; every gradient (chains, fits, the stored pairs') is
@@ -48,7 +48,7 @@ from edward_lite.vi import fisher  # pylint: disable=wrong-import-position
 from machine import machine_line  # pylint: disable=wrong-import-position
 
 FISHER_STEPS = 2000
-Q_PAIRS = 2000  # draws of the ELBO's flow made into pairs (qpairs, union)
+Q_PAIRS = 2000  # draws of the ELBO's flow made into pairs (qpairs)
 
 
 def fisher_fit(fit, u, g, steps, seed):
@@ -100,20 +100,13 @@ def run(posterior, mode, seed, rounds):
       fit = ed.vi.fit(program, *args, family="iaf", steps=1000, samples=32, seed=seed,
                       **data, **typed)
     total = fit.num_gradients
-    post = None
-    if mode in ("qpairs", "union"):
+    if mode == "qpairs":
       u, g = flow_pairs(target, fit, Q_PAIRS, seed)
-      us.append(u)
-      gs.append(g)
       total += len(u)
-      rounds = 1 if mode == "union" else 0
-      if rounds:
-        post = sample(seed)
+      loss, rounds = fisher_fit(fit, u, g, FISHER_STEPS, seed), 0
     else:
       post = sample(seed) if mode == "draws" else sample(seed + 50, fit, warmup=200)
-    total += chain_gradients(post) if post is not None else 0
-    loss = fisher_fit(fit, np.concatenate(us), np.concatenate(gs), FISHER_STEPS, seed) \
-        if not rounds else None
+      total += chain_gradients(post)
     for r in range(rounds):
       u, g = pairs(target, post)
       us.append(u)
@@ -135,7 +128,7 @@ def run(posterior, mode, seed, rounds):
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--posteriors", default="funnel10,eight_schools_centred,gp_poisson")
-  parser.add_argument("--modes", default="draws,both")
+  parser.add_argument("--modes", default="draws,both,qpairs")
   parser.add_argument("--seeds", default="0,1,2")
   parser.add_argument("--rounds", type=int, default=None,
                       help="Fisher rounds (default: 2 for draws, 1 for both)")
