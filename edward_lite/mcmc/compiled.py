@@ -167,6 +167,7 @@ class Program:
     self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
     self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
     self._concrete = {}
+    self._called = set()  # argument keys whose first call ran (through the console's filter)
     self._without_xla = {}  # argument key -> the chunk's copy without XLA (or None)
     self._copy_lock = threading.Lock()
     self._compiling = None  # the thread compiling the chunk while the first chunk runs
@@ -187,6 +188,8 @@ class Program:
     key = self._key(fn, args)
     if key not in self._concrete:
       self._concrete[key] = self._concrete_function(fn, key, args)
+    if key not in self._called:  # a copy without XLA may have made the function (_make_copy)
+      self._called.add(key)
       return console.without_cache_note(self._concrete[key], *args)  # compiles or loads
     return self._concrete[key](*args)
 
@@ -217,6 +220,7 @@ class Program:
       return work()
     concrete = self._concrete[key] = self._concrete_function(self._run_chunk_fn, key, args)
     quiet = console.FilteredStderr()
+    self._called.add(key)  # the thread's call is the first, filtered by ``quiet``
 
     def compile_chunk():
       try:
@@ -272,7 +276,9 @@ class Program:
     args = (state, inputs, capacity)
     copy = self._copy_without_xla(args) if first and self.first_chunk_without_xla else None
     if copy is not None:
-      return copy(*args)
+      # Its stateless random ops (threefry) compile one by one with XLA:
+      # loaded from the compile cache, each logs its note.
+      return console.without_cache_note(copy, *args)
     self.join_compile()
     out = self._call(self._run_chunk_fn, *args)
     self.compiled = True

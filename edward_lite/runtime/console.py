@@ -31,8 +31,9 @@ predictive draws), and the ERROR line TensorFlow logs each time it loads an
 executable from the compile cache (``runtime/compile_cache.py``: it tries a
 text parse before the binary one) and, on some CPUs, two lines on tuning
 preferences, dropped from the first call of each
-compiled function (``without_cache_note``, ``first_call_quiet``) and from
-a compile that runs on another thread while the run goes on
+compiled function (``without_cache_note``, ``first_call_quiet``), from
+a run's first chunk without XLA (its threefry random ops compile one by
+one) and from a compile that runs on another thread while the run goes on
 (``mcmc.compiled``): stderr then passes through ``FilteredStderr``, which
 forwards every other line as it comes.  Every change of file descriptor 2
 is made under one lock (``_FD2``) and filters open at once share one pipe,

@@ -22,6 +22,8 @@ posterior's shape where ``q`` has only few draws.
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.runtime import console
+
 __all__ = ["fisher_refit", "draws_and_gradients", "STEPS", "BATCH", "LEARNING_RATE"]
 
 STEPS = 2000
@@ -67,6 +69,7 @@ def fisher_refit(surrogate, u, g, seed, steps=STEPS):
     optimizer.apply_gradients([(tf.where(tf.math.is_finite(grad), grad, 0.), variable)])
     return loss
 
+  step = console.first_call_quiet(step)  # a load from the compile cache logs a note
   rng = np.random.default_rng(seed)
   size = int(u.shape[0])
   losses = [float(step(tf.constant(rng.integers(0, size, BATCH), tf.int32)))
