@@ -16,6 +16,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
+from edward_lite.model import per_chain_gradient
 
 tfd = tfp.distributions
 
@@ -176,6 +177,59 @@ def _change_point_posterior(y, a=2., b=1.):
   early = (a + cum[tau]) / (b + tau)
   late = (a + cum[-1] - cum[tau]) / (b + t_len - tau)
   return p, float(p @ early), float(p @ late)
+
+
+MEANS20 = np.linspace(-4., 4., 20).astype(np.float32)
+
+
+def twenty_components(n):
+  """Per-observation assignments to 20 components: 20 configurations (a loop)."""
+  sigma = ed.HalfNormal(1., name="sigma")
+  weights = ed.Dirichlet(tf.ones(20), name="weights")
+  z = ed.Categorical(probs=weights, sample_shape=n, name="z")
+  return ed.Normal(tf.gather(MEANS20, z), sigma, name="y")
+
+
+def switch_and_change_point(t_len):
+  """Two groups of different sizes: a change point over t_len positions and
+  a global two-valued switch of the noise (padded to the larger count)."""
+  tau = ed.Categorical(logits=tf.zeros([t_len]), name="tau")
+  early = ed.Gamma(2., 1., name="early")
+  late = ed.Gamma(2., 1., name="late")
+  ed.Poisson(tf.where(tf.range(t_len) < tau, early, late), name="y")
+  noisy = ed.Bernoulli(probs=0.3, name="noisy")
+  scale = ed.HalfNormal(1., name="scale")
+  return ed.Normal(0., scale * (1. + tf.cast(noisy, tf.float32)), sample_shape=3, name="x")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["change_point", "twenty_components", "two_groups"])
+def test_many_configurations_are_summed_over_chain_configuration_pairs(model):
+  # Above enumeration_plan.UNROLL configurations the density is evaluated for
+  # every (chain, configuration) pair in one vectorized batch; the same value
+  # and gradient as the configurations' loop, chain by chain.
+  rng = np.random.default_rng(0)
+  y = rng.poisson(3., 25).astype(np.float32)
+  if model == "change_point":
+    target = ed.make_target(change_point, 25, observed={"y": y})
+  elif model == "twenty_components":
+    target = ed.make_target(twenty_components, 30,
+                            observed={"y": rng.normal(size=30).astype(np.float32) * 3})
+  else:
+    target = ed.make_target(switch_and_change_point, 25,
+                            observed={"y": y, "x": np.array([0.5, -2., 1.], np.float32)})
+    assert [g.count for g in target.enumeration.groups] == [25, 2]
+  assert target.enumeration.loops and target.sums_out_in_pairs
+  u = tf.random.stateless_normal([4, target.dim], [3, 4]) * 0.5
+  value, grad = target.value_and_gradient_flat(u)
+  state = target.unflatten(u)
+  loop_value, loop_grads = per_chain_gradient.batched_value_and_gradient(
+      target.density_fn(), state, loops=True)
+  np.testing.assert_allclose(value, loop_value, rtol=2e-5, atol=1e-4)
+  np.testing.assert_allclose(grad, target.flatten(loop_grads), rtol=2e-4, atol=2e-4)
+  compiled = tf.function(target.value_and_gradient_flat, jit_compile=True)(u)
+  np.testing.assert_allclose(compiled[0], value, rtol=2e-5, atol=1e-4)
+  np.testing.assert_allclose(compiled[1], grad, rtol=2e-4, atol=2e-4)
 
 
 @pytest.mark.slow

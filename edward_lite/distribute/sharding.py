@@ -164,8 +164,7 @@ class ShardedTarget:
       chains = parts[0].shape[0] // r
       index = replica_id * chains + tf.range(chains)
       state = {n: tf.gather(v, index) for n, v in state.items()}
-    lp, grads = per_chain_gradient.batched_value_and_gradient(
-        target.density_fn(Mode(kind)), state, target.has_loops)
+    lp, grads = target.batched_value_and_gradient(Mode(kind), state)
     return lp, [grads[n] for n in target.names]
 
   # -- the distributed value ---------------------------------------------------

@@ -18,7 +18,7 @@ from edward_lite.language.random_variable import DeferredValue
 from edward_lite.language.tracing import trace
 from edward_lite.language.transformations import require_name
 
-__all__ = ["simulate", "map_draws", "seed_tensor"]
+__all__ = ["simulate", "map_draws", "map_batches", "seed_tensor"]
 
 BATCH = 1024  # draws per compiled call
 
@@ -99,9 +99,32 @@ def map_draws(fn, values, seed=None, count=None, batch=BATCH):
     spec = {k: tf.TensorSpec(v.shape, v.dtype) for k, v in probe.items()}
     return tf.map_fn(one, (vals, seeds_), fn_output_signature=spec, parallel_iterations=32)
 
+  return _in_batches(lambda vals, take: compiled(vals, draw_seeds[take]), values, total, size)
+
+
+def map_batches(fn, values, seed, batch=BATCH):
+  """``fn(values_batch, seed_batch) -> dict name -> [B, ...]`` over ``S``
+  draws ``values`` (dict name -> array ``[S, ...]``), ``batch`` draws per
+  compiled call, the batch starting at draw ``s`` with stateless seed
+  ``fold_in(seed, s)``: for a function that vectorizes its own random
+  draws (one op for the batch, where ``map_draws`` loops over the draws'
+  seeds).  Returns dict name -> NumPy ``[S, ...]``."""
+  values = {k: np.asarray(v) for k, v in values.items()}
+  total = len(next(iter(values.values())))
+  base = seed_tensor(seed)
+  compiled = tf.function(fn, autograph=False)
+  return _in_batches(
+      lambda vals, take: compiled(vals, tf.random.experimental.stateless_fold_in(base, take[0])),
+      values, total, min(batch, total))
+
+
+def _in_batches(call, values, total, size):
+  """``call(values_batch, take)`` over ``total`` draws, ``size`` per call,
+  ``take`` the batch's draw indices (the last call padded by wrapping
+  round), concatenated as NumPy."""
   parts = []
   for start in range(0, total, size):
     take = np.arange(start, start + size) % total  # the last chunk wraps round
-    out = compiled({k: v[take] for k, v in values.items()}, draw_seeds[take])
+    out = call({k: v[take] for k, v in values.items()}, take)
     parts.append({k: v.numpy()[:total - start] for k, v in out.items()})
   return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else {}

@@ -149,6 +149,8 @@ class Target(ModelDescription):
     if not self._structure.latents:
       raise ValueError("The program has no latent variables: nothing to infer.")
     fn = self.density_fn(mode)
+    if self.sums_out_in_pairs:
+      return per_chain_gradient.log_density(fn, state, batched=lambda s: self._pairs(mode, s))
     if tf.executing_eagerly() or self.has_loops:
       return per_chain_gradient.log_density(fn, state, self.has_loops)
     return per_chain_gradient.log_density(fn, state, batched=lambda s: self._traced(mode, s))
@@ -205,8 +207,21 @@ class Target(ModelDescription):
     state = self._layout.as_dict(state)
     if not self._structure.latents:
       raise ValueError("The program has no latent variables: nothing to infer.")
-    return per_chain_gradient.batched_value_and_gradient(self.density_fn(), state,
+    return self.batched_value_and_gradient(Mode.UNCONSTRAINED, state)
+
+  def batched_value_and_gradient(self, mode, state):
+    """``(density [C], gradient dict)`` of ``density_fn(mode)`` over the
+    chains of ``state`` (dict ``name -> [C, ...]``): vectorized, chain by
+    chain for a program with loops, or over (chain, configuration) pairs
+    (``sums_out_in_pairs``)."""
+    if self.sums_out_in_pairs:
+      return self._pairs(mode, state)
+    return per_chain_gradient.batched_value_and_gradient(self.density_fn(mode), state,
                                                          self.has_loops)
+
+  def _pairs(self, mode, state):
+    return enumeration.pairs_value_and_gradient(lambda values: self._terms_fn(values, mode),
+                                                self._plan, state)
 
   def log_prob_flat(self, flat):
     """``log_prob`` of a flat ``[C, D]`` state; returns ``[C]``."""
