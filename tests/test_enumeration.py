@@ -7,6 +7,7 @@ each draw, and a change point's posterior by exact summation (conjugate
 Gamma-Poisson segments).
 """
 
+import pathlib
 import warnings
 
 import numpy as np
@@ -397,3 +398,27 @@ def test_every_kernel_samples_a_model_with_summed_out_assignments(kernel, chains
     row = summary.loc[name]
     assert row["r_hat"] < 1.02, (kernel, name, row["r_hat"])
     assert abs(row["mean"] - value) < 4 * row["mcse_mean"], (kernel, name, row["mean"], value)
+
+
+@pytest.mark.slow
+def test_the_coal_mining_example_matches_its_exact_means_at_many_chains():
+  # examples/change_point.py: 111 years, the switch summed out over
+  # (chain, year) pairs; 512 random-walk chains recover the exact posterior
+  # means (by conjugacy, computed there and again here by summation).
+  import importlib.util  # pylint: disable=import-outside-toplevel
+  spec = importlib.util.spec_from_file_location(
+      "change_point_example", pathlib.Path(__file__).parents[1] / "examples" / "change_point.py")
+  example = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(example)
+  y = example.DISASTERS
+  p, early, late = _change_point_posterior(y, a=1., b=1.)
+  exact = example.exact_means(y)
+  np.testing.assert_allclose(exact, [early, late, p @ np.arange(len(y))], rtol=1e-9)
+  post = ed.mcmc.sample(example.disasters, len(y), observed={"disasters": y}, chains=512,
+                        kernel="rwmh", warmup=600, draws=200, seed=1, progress=False)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    summary = post.summary()
+  for name, value in zip(["early", "late", "switch"], exact):
+    row = summary.loc[name]
+    assert abs(row["mean"] - value) < 4 * row["mcse_mean"], (name, row["mean"], value)

@@ -45,7 +45,8 @@ from edward_lite.model import per_chain_gradient
 from edward_lite.model.enumeration_plan import UNROLL
 
 __all__ = ["log_density", "log_density_terms", "group_term_name", "draw", "conditional_logits",
-           "draw_from_logits", "pointwise_log_likelihood", "pairs_value_and_gradient"]
+           "draw_from_logits", "batched_conditional_logits", "pointwise_log_likelihood",
+           "pairs_value_and_gradient"]
 
 
 # -- configurations ---------------------------------------------------------------
@@ -130,23 +131,11 @@ def pairs_value_and_gradient(terms_at, plan_, state):
   L_g(u, c)_i`` plus the independent terms at ``c = 0``; the chain's
   gradient sums its ``K`` pairs.  Memory: every term for ``C K`` pairs.
   """
-  names = list(state)
   count = plan_.count
-  chains = tf.shape(state[names[0]])[0]
-  pairs = {n: tf.repeat(v, count, axis=0) for n, v in state.items()}  # [C K, ...]
-  index = tf.tile(tf.range(count), [chains])  # [C K]: chain-major
-
-  def run(values, c):
-    return terms_at(values)(_all_configurations(plan_, c))
-
-  terms = tf.vectorized_map(lambda a: run(*a), (pairs, index))  # name -> [C K, *B_t]
-  by_chain = {n: tf.reshape(t, tf.concat([[chains, count], tf.shape(t)[1:]], 0))
-              for n, t in terms.items()}  # [C, K, *B_t]
+  chains, pairs, index, by_chain = _pair_terms(terms_at, plan_, state)
   total = [_sum_from(by_chain[n][:, 0], 1) for n in plan_.independent]
   weights = []
-  for group in plan_.groups:
-    logits = tf.add_n([_sum_from(by_chain[n][:, :group.count], 2 + len(group.batch_shape))
-                       for n in group.terms])  # [C, count_g, *B_g]
+  for group, logits in zip(plan_.groups, _batched_group_logits(plan_, by_chain)):
     total.append(_sum_from(tf.reduce_logsumexp(logits, axis=1), 1))
     w = tf.stop_gradient(tf.nn.softmax(logits, axis=1))
     w = tf.pad(w, [[0, 0], [0, count - group.count]] + [[0, 0]] * len(group.batch_shape))
@@ -156,7 +145,7 @@ def pairs_value_and_gradient(terms_at, plan_, state):
     values, c, w = a
 
     def surrogate(v):
-      t = run(v, c)
+      t = terms_at(v)(_all_configurations(plan_, c))
       out = [tf.reduce_sum(w_g * tf.add_n([_sum_from(t[n], len(g.batch_shape)) for n in g.terms]))
              for g, w_g in zip(plan_.groups, w)]
       if plan_.independent:  # at one configuration: they do not change with it
@@ -170,6 +159,35 @@ def pairs_value_and_gradient(terms_at, plan_, state):
   grads = {n: tf.reduce_sum(tf.reshape(g, tf.concat([[chains, count], tf.shape(g)[1:]], 0)),
                             axis=1) for n, g in grads.items()}
   return tf.add_n(total), grads
+
+
+def _pair_terms(terms_at, plan_, state):
+  """Every term for every (chain, configuration) pair, one vectorized batch:
+  ``(C, pairs, index, by_chain)``, ``pairs`` the state repeated ``name ->
+  [C K, ...]`` (chain-major), ``index [C K]`` the configurations and
+  ``by_chain`` name -> ``[C, K, *B_t]``."""
+  count = plan_.count
+  chains = tf.shape(next(iter(state.values())))[0]
+  pairs = {n: tf.repeat(v, count, axis=0) for n, v in state.items()}
+  index = tf.tile(tf.range(count), [chains])
+  terms = tf.vectorized_map(
+      lambda a: terms_at(a[0])(_all_configurations(plan_, a[1])), (pairs, index))
+  by_chain = {n: tf.reshape(t, tf.concat([[chains, count], tf.shape(t)[1:]], 0))
+              for n, t in terms.items()}
+  return chains, pairs, index, by_chain
+
+
+def _batched_group_logits(plan_, by_chain):
+  """Each group's ``[C, count_g, *B_g]`` logits from ``_pair_terms``'s."""
+  return [tf.add_n([_sum_from(by_chain[n][:, :group.count], 2 + len(group.batch_shape))
+                    for n in group.terms]) for group in plan_.groups]
+
+
+def batched_conditional_logits(terms_at, plan_, values):
+  """``conditional_logits`` of a batch of draws ``values`` (name ->
+  ``[S, ...]``), over (draw, configuration) pairs: ``[S, count, *B]`` per
+  group (``terms_at`` as in ``pairs_value_and_gradient``)."""
+  return _batched_group_logits(plan_, _pair_terms(terms_at, plan_, values)[3])
 
 
 def group_term_name(group):
