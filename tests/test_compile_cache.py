@@ -262,18 +262,30 @@ def test_a_program_is_kept_without_a_logged_traceback(programs, caplog):
   np.testing.assert_array_equal(draws[1], draws[0])
 
 
+def change_point_30():
+  tau = ed.Categorical(logits=tf.zeros([30]), name="tau")
+  rate = ed.Gamma(2., 1., name="rate")
+  return ed.Poisson(tf.where(tf.range(30) < tau, rate, 1.), name="y")
+
+
 def test_a_programs_loop_facts_are_kept_and_found_again_when_damaged(programs):
   """Whether a program loops costs a trace to find: kept beside its traced
   functions, read by the next run, found again when the file is damaged."""
   _run("nuts")
   (facts,) = programs.glob("*.json")
-  assert json.loads(facts.read_text()) == [False, False]
+  assert json.loads(facts.read_text()) == [False, False, False]
   calls = []
-  found = lambda: calls.append(1) or [True, False]  # pylint: disable=unnecessary-lambda-assignment
-  assert program_cache.remembered(facts.stem, found) == [False, False] and not calls
+  found = lambda: calls.append(1) or [True, False, True]  # pylint: disable=unnecessary-lambda-assignment
+  assert program_cache.remembered(facts.stem, found) == [False, False, False] and not calls
   facts.write_text("{not json")
-  assert program_cache.remembered(facts.stem, found) == [True, False] and calls == [1]
-  assert json.loads(facts.read_text()) == [True, False]
+  assert program_cache.remembered(facts.stem, found) == [True, False, True] and calls == [1]
+  assert json.loads(facts.read_text()) == [True, False, True]
+  # A pair kept by an older version: the program's own loops are taken to
+  # be its loops (a summed-out latent then keeps its loop per chain).
+  target = ed.make_target(change_point_30, observed={"y": np.ones(30, np.float32)})
+  assert target.loop_facts() == (True, False, False) and target.sums_out_in_pairs
+  assert target.loop_facts(known=[True, False]) == (True, False, True)
+  assert not target.sums_out_in_pairs
 
 
 def test_the_first_chunk_compiled_beside_the_initial_states_is_the_one_the_run_calls(monkeypatch):
