@@ -17,7 +17,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import edward_lite as ed
-from edward_lite.model import per_chain_gradient
+from edward_lite.model import enumeration, per_chain_gradient
 
 tfd = tfp.distributions
 
@@ -155,6 +155,27 @@ def test_assignments_are_drawn_with_their_conditional_probabilities():
   assert "z[0]" in post.summary(var_names=["z"]).index
 
 
+def test_draws_of_summed_out_latents_are_made_a_block_at_a_time(monkeypatch):
+  # After a run, each kept draw's assignments are drawn from p(z | w, sigma, y):
+  # a batch of draws at a time, bounded by enumeration.pair_block (here 250
+  # draws, 4000 in 16 batches, one seed per batch); the frequencies match
+  # the conditional probabilities computed in NumPy at two parameter values.
+  y = _mixture_data()
+  target = ed.make_target(mixture, len(y), observed={"y": y})
+  monkeypatch.setattr(enumeration, "pair_block", lambda *args: 250)
+  w = np.repeat(np.array([0.3, 0.7], np.float32), 2000)
+  sigma = np.repeat(np.array([1.2, 0.8], np.float32), 2000)
+  z = target.deterministic({"w": w, "sigma": sigma}, seed=5)["z"]
+  assert z.shape == (4000, len(y))
+  for half in (slice(0, 2000), slice(2000, 4000)):
+    wi, si = w[half][0], sigma[half][0]
+    log1 = np.log(wi) - 0.5 * ((y - MU[1]) / si) ** 2
+    log0 = np.log1p(-wi) - 0.5 * ((y - MU[0]) / si) ** 2
+    exact = sp.expit(log1 - log0)
+    se = np.sqrt(exact * (1 - exact) / 2000)
+    assert np.all(np.abs(z[half].mean(axis=0) - exact) < 5 * se + 1e-3)
+
+
 def change_point(t_len):
   tau = ed.Categorical(logits=tf.zeros([t_len]), name="tau")
   early = ed.Gamma(2., 1., name="early")
@@ -205,10 +226,12 @@ def switch_and_change_point(t_len):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["change_point", "twenty_components", "two_groups"])
-def test_many_configurations_are_summed_over_chain_configuration_pairs(model):
+def test_many_configurations_are_summed_over_chain_configuration_pairs(model, monkeypatch):
   # Above enumeration_plan.UNROLL configurations the density is evaluated for
   # every (chain, configuration) pair in one vectorized batch; the same value
-  # and gradient as the configurations' loop, chain by chain.
+  # and gradient as the configurations' loop, chain by chain.  Compiled with
+  # XLA, the chains in blocks of 3 (as 10^5 chains are in blocks bounded by
+  # enumeration.PAIR_BLOCK_ELEMENTS): 4 chains, the last block padded.
   rng = np.random.default_rng(0)
   y = rng.poisson(3., 25).astype(np.float32)
   if model == "change_point":
@@ -228,6 +251,7 @@ def test_many_configurations_are_summed_over_chain_configuration_pairs(model):
       target.density_fn(), state, loops=True)
   np.testing.assert_allclose(value, loop_value, rtol=2e-5, atol=1e-4)
   np.testing.assert_allclose(grad, target.flatten(loop_grads), rtol=2e-4, atol=2e-4)
+  monkeypatch.setattr(enumeration, "pair_block", lambda *args: 3)
   compiled = tf.function(target.value_and_gradient_flat, jit_compile=True)(u)
   np.testing.assert_allclose(compiled[0], value, rtol=2e-5, atol=1e-4)
   np.testing.assert_allclose(compiled[1], grad, rtol=2e-4, atol=2e-4)

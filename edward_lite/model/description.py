@@ -333,7 +333,10 @@ class ModelDescription:
     values = {n: values[n] for n in self.names}
     if self._plan is None:
       return simulation.map_draws(lambda v: pointwise(self, v)[1], values)
-    return simulation.map_batches(self._derived_batch, values, seed)
+    one = {n: tf.constant(v[0]) for n, v in values.items()}
+    batch = min(simulation.BATCH, enumeration.pair_block(
+        lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, one))
+    return simulation.map_batches(self._derived_batch, values, seed, batch=batch)
 
   def _derived_batch(self, values, seed):
     """``derived`` for a batch of draws ``name -> [S, *shape]`` at once:

@@ -44,9 +44,15 @@ import tensorflow as tf
 from edward_lite.model import per_chain_gradient
 from edward_lite.model.enumeration_plan import UNROLL
 
+# Term elements of (chain, configuration) pairs evaluated at once
+# (``pairs_value_and_gradient``): 10^4 chains of a change point over 111
+# years (1.2 x 10^8 elements) peaked at 2.5 GB, so a block of 2^25 stays
+# under 1 GB (RESULTS section 59).
+PAIR_BLOCK_ELEMENTS = 2 ** 25
+
 __all__ = ["log_density", "log_density_terms", "group_term_name", "draw", "conditional_logits",
            "draw_from_logits", "batched_conditional_logits", "pointwise_log_likelihood",
-           "pairs_value_and_gradient"]
+           "pairs_value_and_gradient", "pair_block", "PAIR_BLOCK_ELEMENTS"]
 
 
 # -- configurations ---------------------------------------------------------------
@@ -129,8 +135,38 @@ def pairs_value_and_gradient(terms_at, plan_, state):
   (values only, over the ``[C K]`` pairs) gives the density and the
   weights; a second differentiates, per pair, ``sum_g sum_i w_g(c)_i
   L_g(u, c)_i`` plus the independent terms at ``c = 0``; the chain's
-  gradient sums its ``K`` pairs.  Memory: every term for ``C K`` pairs.
+  gradient sums its ``K`` pairs.  Memory: every term for ``C K`` pairs,
+  bounded by evaluating the chains in blocks of at most
+  ``PAIR_BLOCK_ELEMENTS`` term elements (a loop over the blocks).
   """
+  chains = tf.compat.dimension_value(next(iter(state.values())).shape[0])
+  block = pair_block(terms_at, plan_, {n: v[0] for n, v in state.items()})
+  if chains is None or chains <= block:
+    return _pairs_value_and_gradient(terms_at, plan_, state)
+  blocks = -(-chains // block)
+  padded = {n: tf.reshape(tf.concat([v, v[:blocks * block - chains]], 0),
+                          [blocks, block] + v.shape[1:].as_list()) for n, v in state.items()}
+  dtype = next(iter(state.values())).dtype
+  signature = (dtype, {n: tf.TensorSpec([block] + v.shape[1:].as_list(), v.dtype)
+                       for n, v in state.items()})
+  lp, grads = tf.map_fn(lambda s: _pairs_value_and_gradient(terms_at, plan_, s), padded,
+                        fn_output_signature=signature)
+  unblock = lambda t: tf.reshape(t, [blocks * block] + t.shape[2:].as_list())[:chains]  # pylint: disable=unnecessary-lambda-assignment
+  return unblock(lp), {n: unblock(g) for n, g in grads.items()}
+
+
+def pair_block(terms_at, plan_, values):
+  """How many chains (or draws) ``pairs_value_and_gradient`` and
+  ``batched_conditional_logits`` evaluate at once: ``PAIR_BLOCK_ELEMENTS``
+  over the term elements of one chain's ``plan_.count`` configurations,
+  found from the shapes of one run at one chain's ``values``."""
+  per_run = sum(t.shape.num_elements() or 1 for t in tf.nest.flatten(
+      terms_at(values)(_all_configurations(plan_, 0))))
+  return max(1, PAIR_BLOCK_ELEMENTS // (plan_.count * per_run))
+
+
+def _pairs_value_and_gradient(terms_at, plan_, state):
+  """``pairs_value_and_gradient`` of one block of chains."""
   count = plan_.count
   chains, pairs, index, by_chain = _pair_terms(terms_at, plan_, state)
   total = [_sum_from(by_chain[n][:, 0], 1) for n in plan_.independent]
