@@ -1,7 +1,7 @@
 """A summed-out discrete latent at many chains (RESULTS section 59).
 
-The coal-mining change point (``examples/change_point.py``: 111 years, the
-switch year a ``Categorical`` summed out, 111 configurations).  Part
+The coal-mining change point (``examples/change_point.py``: 112 years, the
+switch year a ``Categorical`` summed out, 112 configurations).  Part
 ``gradient``: one log density and gradient of the target, compiled with
 XLA, at each chain count, two ways in one process: over (chain,
 configuration) pairs in one vectorized batch (the library's path,

@@ -1,10 +1,11 @@
 """The coal-mining disasters change point, the switch year summed out.
 
-British coal-mining disasters per year, 1851-1961 (111 years; Jarrett
-1979, the data of PyMC's classic example): a rate ``early`` before an
-unknown year ``switch`` and ``late`` after it.  ``switch`` is a
-``Categorical`` over the 111 years; edward_lite sums it out of the log
-density (111 configurations, evaluated for every chain and year in one
+British coal-mining disasters per year, 1851-1962 (112 years: the yearly
+counts of Jarrett's 1979 disasters as analysed by Carlin, Gelfand and
+Smith 1992): a rate ``early`` before an unknown year ``switch`` and
+``late`` after it.  ``switch`` is a
+``Categorical`` over the 112 years; edward_lite sums it out of the log
+density (112 configurations, evaluated for every chain and year in one
 vectorized batch), samples the two rates, and draws ``switch`` from
 ``p(switch | early, late, y)`` at every draw.  The exact posterior means
 follow by conjugacy (given the switch, each rate is Gamma): printed beside.

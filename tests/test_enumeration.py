@@ -426,7 +426,7 @@ def test_every_kernel_samples_a_model_with_summed_out_assignments(kernel, chains
 
 @pytest.mark.slow
 def test_the_coal_mining_example_matches_its_exact_means_at_many_chains():
-  # examples/change_point.py: 111 years, the switch summed out over
+  # examples/change_point.py: 112 years, the switch summed out over
   # (chain, year) pairs; 512 random-walk chains recover the exact posterior
   # means (by conjugacy, computed there and again here by summation).
   import importlib.util  # pylint: disable=import-outside-toplevel

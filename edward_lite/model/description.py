@@ -344,7 +344,7 @@ class ModelDescription:
     summed-out latents drawn by one op per group with stateless ``seed``
     (``enumeration.draw_from_logits``; ``map_draws`` would loop over a seed
     per draw, and the configurations with it: 1.6 ms per draw for a change
-    point over 111 years), then the ``ed.Deterministic`` values."""
+    point over 112 years), then the ``ed.Deterministic`` values."""
     logits = enumeration.batched_conditional_logits(
         lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, values)
     drawn = enumeration.draw_from_logits(self._plan, logits, seed)

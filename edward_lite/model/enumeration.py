@@ -45,7 +45,7 @@ from edward_lite.model import per_chain_gradient
 from edward_lite.model.enumeration_plan import UNROLL
 
 # Term elements of (chain, configuration) pairs evaluated at once
-# (``pairs_value_and_gradient``): 10^4 chains of a change point over 111
+# (``pairs_value_and_gradient``): 10^4 chains of a change point over 112
 # years (1.2 x 10^8 elements) peaked at 2.5 GB, so a block of 2^25 stays
 # under 1 GB (RESULTS section 59).
 PAIR_BLOCK_ELEMENTS = 2 ** 25
@@ -122,7 +122,7 @@ def pairs_value_and_gradient(terms_at, plan_, state):
   a chain and a configuration: for a plan whose configurations would run
   in a loop (``plan_.loops``), which forces the chains into one too
   (``per_chain_gradient``: 0.6 ms per chain and gradient for a change
-  point over 111 years, where the pairs take a few microseconds).
+  point over 112 years, where the pairs take a few microseconds).
 
   ``terms_at(values)`` is one chain's ``enumerated values -> elementwise
   terms``.  With ``K = plan_.count`` and ``L_g(u, c)_i`` the sum of group
