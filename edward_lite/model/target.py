@@ -150,7 +150,8 @@ class Target(ModelDescription):
       raise ValueError("The program has no latent variables: nothing to infer.")
     fn = self.density_fn(mode)
     if self.sums_out_in_pairs:
-      return per_chain_gradient.log_density(fn, state, batched=lambda s: self._pairs(mode, s))
+      return per_chain_gradient.log_density(
+          fn, state, batched=lambda s: self.batched_value_and_gradient(mode, s))
     if tf.executing_eagerly() or self.has_loops:
       return per_chain_gradient.log_density(fn, state, self.has_loops)
     return per_chain_gradient.log_density(fn, state, batched=lambda s: self._traced(mode, s))
