@@ -174,6 +174,10 @@ def test_draws_of_summed_out_latents_are_made_a_block_at_a_time(monkeypatch):
     exact = sp.expit(log1 - log0)
     se = np.sqrt(exact * (1 - exact) / 2000)
     assert np.all(np.abs(z[half].mean(axis=0) - exact) < 5 * se + 1e-3)
+  # A second call (another run's draws) reuses the target's one trace.
+  again = target.deterministic({"w": w, "sigma": sigma}, seed=5)["z"]
+  np.testing.assert_array_equal(again, z)
+  assert target._derived[0].experimental_get_tracing_count() == 1  # pylint: disable=protected-access
 
 
 def change_point(t_len):

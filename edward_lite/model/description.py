@@ -59,6 +59,7 @@ class ModelDescription:
                                               structure_checks, self._float)
     self._layout = Layout(self._structure.latents)
     self._loops = None  # loop_facts(), found on first use
+    self._derived = None  # (compiled _derived_batch, its batch), made on first use
     self._plan = self._enumeration_plan() if self._structure.enumerated else None
 
   # -- the pieces -------------------------------------------------------------
@@ -333,10 +334,13 @@ class ModelDescription:
     values = {n: values[n] for n in self.names}
     if self._plan is None:
       return simulation.map_draws(lambda v: pointwise(self, v)[1], values)
-    one = {n: tf.constant(v[0]) for n, v in values.items()}
-    batch = min(simulation.BATCH, enumeration.pair_block(
-        lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, one))
-    return simulation.map_batches(self._derived_batch, values, seed, batch=batch)
+    if self._derived is None:  # traced once per target, not once per run
+      one = {n: tf.constant(v[0]) for n, v in values.items()}
+      batch = min(simulation.BATCH, enumeration.pair_block(
+          lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, one))
+      self._derived = (tf.function(self._derived_batch, autograph=False), batch)
+    compiled, batch = self._derived
+    return simulation.map_batches(compiled, values, seed, batch=batch)
 
   def _derived_batch(self, values, seed):
     """``derived`` for a batch of draws ``name -> [S, *shape]`` at once:

@@ -108,11 +108,14 @@ def map_batches(fn, values, seed, batch=BATCH):
   compiled call, the batch starting at draw ``s`` with stateless seed
   ``fold_in(seed, s)``: for a function that vectorizes its own random
   draws (one op for the batch, where ``map_draws`` loops over the draws'
-  seeds).  Returns dict name -> NumPy ``[S, ...]``."""
+  seeds).  ``fn`` is compiled here unless it is a ``tf.function`` already
+  (a caller that keeps one traces it once for many calls).  Returns dict
+  name -> NumPy ``[S, ...]``."""
   values = {k: np.asarray(v) for k, v in values.items()}
   total = len(next(iter(values.values())))
   base = seed_tensor(seed)
-  compiled = tf.function(fn, autograph=False)
+  compiled = fn if isinstance(fn, tf.types.experimental.PolymorphicFunction) else tf.function(
+      fn, autograph=False)
   return _in_batches(
       lambda vals, take: compiled(vals, tf.random.experimental.stateless_fold_in(base, take[0])),
       values, total, min(batch, total))
