@@ -161,11 +161,14 @@ class Program:
     # control dependencies TensorFlow adds between stateful ops in program
     # order order nothing; finding them took a tenth of the chunk's trace
     # (RESULTS section 49).  Without XLA, assertions need them.
-    self._run_chunk_fn = tf.function(
-        run_chunk, jit_compile=jit, autograph=False,
+    # One set of functions per program: the same code traced once for each
+    # program a session samples (console.made_per_call).
+    per_program = lambda fn, **kw: console.made_per_call(tf.function(fn, autograph=False, **kw))  # pylint: disable=unnecessary-lambda-assignment
+    self._run_chunk_fn = per_program(
+        run_chunk, jit_compile=jit,
         experimental_attributes={"_disable_acd": True} if jit else None)
-    self._draw_initial_fn = tf.function(self._draw_initial, autograph=False)
-    self._initial_chunk_state_fn = tf.function(self._initial_chunk_state, autograph=False)
+    self._draw_initial_fn = per_program(self._draw_initial)
+    self._initial_chunk_state_fn = per_program(self._initial_chunk_state)
     self._concrete = {}
     self._called = set()  # argument keys whose first call ran (through the console's filter)
     self._without_xla = {}  # argument key -> the chunk's copy without XLA (or None)
@@ -173,9 +176,9 @@ class Program:
     self._compiling = None  # the thread compiling the chunk while the first chunk runs
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
-    self.log_prob = tf.function(density.log_prob_flat, autograph=False)
-    self._value_and_gradient_fn = tf.function(
-        lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u), autograph=False)
+    self.log_prob = per_program(density.log_prob_flat)
+    self._value_and_gradient_fn = per_program(
+        lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u))
     # The functions kept on disk: the two whose traces take seconds (the
     # small ones trace in less time than a SavedModel takes to load).
     self._names = {self._run_chunk_fn: "run_chunk",

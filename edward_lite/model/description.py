@@ -30,7 +30,7 @@ from edward_lite.model.interpreter import Mode, pointwise, run
 from edward_lite.model.layout import Layout
 from edward_lite.model.data import call_program
 from edward_lite.model.structure import trace_model
-from edward_lite.runtime import fingerprints
+from edward_lite.runtime import console, fingerprints
 
 __all__ = ["ModelDescription", "ProgramChangedError"]
 
@@ -59,8 +59,25 @@ class ModelDescription:
                                               structure_checks, self._float)
     self._layout = Layout(self._structure.latents)
     self._loops = None  # loop_facts(), found on first use
-    self._derived = None  # (compiled _derived_batch, its batch), made on first use
     self._plan = self._enumeration_plan() if self._structure.enumerated else None
+    self._forget_compiled()
+
+  def _forget_compiled(self):
+    """Drops the functions traced on this target's data (a copy on other
+    data, ``Target.with_data``, traces its own)."""
+    self._derived = None  # (compiled _derived_batch, its batch), made on first use
+    self._eager = {}  # key -> tf.function (_eager_function)
+
+  def _eager_function(self, key, fn):
+    """``fn`` (of Tensors), through one ``tf.function`` per target and
+    ``key`` when called eagerly: ``tf.vectorized_map`` called eagerly traces
+    anew at each call (0.1 s for a small model, and TensorFlow's retracing
+    warning from the fifth).  In a graph, ``fn`` itself."""
+    if not tf.executing_eagerly():
+      return fn
+    if key not in self._eager:
+      self._eager[key] = console.made_per_call(tf.function(fn, autograph=False))
+    return self._eager[key]
 
   # -- the pieces -------------------------------------------------------------
 
@@ -338,7 +355,8 @@ class ModelDescription:
       one = {n: tf.constant(v[0]) for n, v in values.items()}
       batch = min(simulation.BATCH, enumeration.pair_block(
           lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, one))
-      self._derived = (tf.function(self._derived_batch, autograph=False), batch)
+      self._derived = (console.made_per_call(tf.function(self._derived_batch, autograph=False)),
+                       batch)
     compiled, batch = self._derived
     return simulation.map_batches(compiled, values, seed, batch=batch)
 
@@ -366,7 +384,8 @@ class ModelDescription:
       seed: stateless seed, a shape-[2] int Tensor or an int.
     """
     seeds = tf.random.experimental.stateless_split(simulation.seed_tensor(seed), chains)
-    draws = tf.vectorized_map(lambda s: self.simulate({}, s), seeds)
+    draws = self._eager_function("prior", lambda s: tf.vectorized_map(
+        lambda one: self.simulate({}, one), s))(seeds)
     return {n: draws[n] for n in self.names}
 
   def predict(self, values, seed):

@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.runtime import seeds
+from edward_lite.runtime import console, seeds
 from edward_lite.language.random_variable import DeferredValue
 from edward_lite.language.tracing import trace
 from edward_lite.language.transformations import require_name
@@ -88,6 +88,7 @@ def map_draws(fn, values, seed=None, count=None, batch=BATCH):
 
   one = (lambda a: fn(a[0], a[1])) if seed is not None else (lambda a: fn(a[0]))  # pylint: disable=unnecessary-lambda-assignment
 
+  @console.made_per_call
   @tf.function(autograph=False)
   def compiled(vals, seeds_):
     if seed is None:
@@ -114,8 +115,8 @@ def map_batches(fn, values, seed, batch=BATCH):
   values = {k: np.asarray(v) for k, v in values.items()}
   total = len(next(iter(values.values())))
   base = seed_tensor(seed)
-  compiled = fn if isinstance(fn, tf.types.experimental.PolymorphicFunction) else tf.function(
-      fn, autograph=False)
+  compiled = fn if isinstance(fn, tf.types.experimental.PolymorphicFunction) else (
+      console.made_per_call(tf.function(fn, autograph=False)))
   return _in_batches(
       lambda vals, take: compiled(vals, tf.random.experimental.stateless_fold_in(base, take[0])),
       values, total, min(batch, total))

@@ -45,6 +45,7 @@ from edward_lite.model.description import ModelDescription, ProgramChangedError
 from edward_lite.model.interpreter import Mode, log_prob_term, run
 from edward_lite.model.layout import Layout
 from edward_lite.model.structure import LatentInfo
+from edward_lite.runtime import console
 
 __all__ = ["Target", "make_target", "LatentInfo", "Mode", "Density", "ProgramChangedError",
            "flat_value_and_gradient",
@@ -123,6 +124,9 @@ class Target(ModelDescription):
   def __init__(self, program, args=(), kwargs=None, observed=None,
                structure_checks=2, dtype=None):
     super().__init__(program, args, kwargs, observed, structure_checks, dtype)
+
+  def _forget_compiled(self):
+    super()._forget_compiled()
     self._shared_densities = {}  # mode -> tf.function (_traced)
     self._graph_densities = weakref.WeakKeyDictionary()  # graph -> mode -> tf.function
 
@@ -152,15 +156,15 @@ class Target(ModelDescription):
     if self.sums_out_in_pairs:
       return per_chain_gradient.log_density(
           fn, state, batched=lambda s: self.batched_value_and_gradient(mode, s))
-    if tf.executing_eagerly() or self.has_loops:
+    if self.has_loops:
       return per_chain_gradient.log_density(fn, state, self.has_loops)
     return per_chain_gradient.log_density(fn, state, batched=lambda s: self._traced(mode, s))
 
   def _traced(self, mode, state):
     """``batched_value_and_gradient(density_fn(mode), state)`` through a
     ``tf.function`` that one trace serves everywhere it is called: a
-    chunk's first state and its leapfrog steps, and the sampler's separate
-    value-and-gradient function.  A trace that captured a symbolic tensor
+    chunk's first state and its leapfrog steps, the sampler's separate
+    value-and-gradient function, and eager calls.  A trace that captured a symbolic tensor
     (data bound to a program's arguments, such as minibatches) serves only
     the program being traced (its outermost graph).  Programs with loops
     are excluded: XLA cannot compile their chain-by-chain gradient across
@@ -172,8 +176,8 @@ class Target(ModelDescription):
     traced = self._shared_densities.get(mode) or own.get(mode)
     if traced is None:
       fn = self.density_fn(mode)
-      traced = tf.function(lambda s: per_chain_gradient.batched_value_and_gradient(fn, s),
-                           autograph=False)
+      traced = console.made_per_call(tf.function(  # traced once per shape of the state
+          lambda s: per_chain_gradient.batched_value_and_gradient(fn, s), autograph=False))
       captured = traced.get_concrete_function(state).captured_inputs
       eager = not any(tf.is_symbolic_tensor(t) for t in captured)
       (self._shared_densities if eager else own)[mode] = traced
@@ -214,9 +218,14 @@ class Target(ModelDescription):
     """``(density [C], gradient dict)`` of ``density_fn(mode)`` over the
     chains of ``state`` (dict ``name -> [C, ...]``): vectorized, chain by
     chain for a program with loops, or over (chain, configuration) pairs
-    (``sums_out_in_pairs``)."""
+    (``sums_out_in_pairs``).  Called eagerly, the vectorized form runs
+    through ``_traced``'s one trace (``tf.vectorized_map`` called eagerly
+    traces anew at every call: 0.1-0.2 s each, and TensorFlow's retracing
+    warning from the fifth)."""
     if self.sums_out_in_pairs:
       return self._pairs(mode, state)
+    if tf.executing_eagerly() and not self.has_loops:
+      return self._traced(mode, state)
     return per_chain_gradient.batched_value_and_gradient(self.density_fn(mode), state,
                                                          self.has_loops)
 
@@ -237,7 +246,8 @@ class Target(ModelDescription):
     def one(values):
       terms = run(self, values).terms
       return tf.add_n([terms[f"{n} (Jacobian)"] for n in self.names])
-    return tf.vectorized_map(one, self.unflatten(flat))
+    return self._eager_function("log_det_jacobian", lambda u: tf.vectorized_map(
+        one, self.unflatten(u)))(flat)
 
   def log_prob_terms_flat(self, flat):
     """Each random variable's log-probability term at ``[C, D]``.
@@ -251,10 +261,12 @@ class Target(ModelDescription):
       variables that change with them), in place of those terms.
     """
     if self._plan is None:
-      return tf.vectorized_map(lambda values: run(self, values).terms, self.unflatten(flat))
-    return tf.vectorized_map(
-        lambda values: enumeration.log_density_terms(
-            self._terms_fn(values, Mode.UNCONSTRAINED), self._plan), self.unflatten(flat))
+      one = lambda values: run(self, values).terms  # pylint: disable=unnecessary-lambda-assignment
+    else:
+      one = lambda values: enumeration.log_density_terms(  # pylint: disable=unnecessary-lambda-assignment
+          self._terms_fn(values, Mode.UNCONSTRAINED), self._plan)
+    return self._eager_function("terms", lambda u: tf.vectorized_map(
+        one, self.unflatten(u)))(flat)
 
   # -- other data -------------------------------------------------------------------
 
@@ -289,7 +301,7 @@ class Target(ModelDescription):
         raise ValueError(f"with_data: {unknown} are not observed variables of the target; "
                          f"they are {list(data.observed)}.")
     other = copy.copy(self)
-    other._shared_densities, other._graph_densities = {}, weakref.WeakKeyDictionary()  # pylint: disable=protected-access
+    other._forget_compiled()  # pylint: disable=protected-access
     other._data = data.replace(  # pylint: disable=protected-access
         args=data.args if args is None else tuple(args),
         kwargs=data.kwargs if kwargs is None else dict(kwargs),

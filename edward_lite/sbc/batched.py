@@ -66,6 +66,7 @@ from typing import Any, Dict, NamedTuple
 import numpy as np
 import tensorflow as tf
 
+from edward_lite.runtime import console
 from edward_lite.vi.fit_check import RISE_SE
 
 __all__ = ["BatchedMeanField", "BatchedFullRank", "BATCHED_FAMILIES", "BatchedFit",
@@ -273,6 +274,7 @@ def _adam(target, family, params, steps, samples, learning_rate, seed, jit_compi
       sums = (sums[0] + step, sums[1] + tf.square(step), sums[2] + tf.cast(use, dtype))
     return t + 1, new_p, new_m, new_v, values, sums
 
+  @console.made_per_call
   @tf.function(jit_compile=jit_compile, autograph=False)
   def run(p):
     zeros = {n: tf.zeros_like(x) for n, x in p.items()}

@@ -28,6 +28,7 @@ import tf_keras
 
 from edward_lite.language.reparameterize import NONCENTRED_SUFFIX, Reparameterized, reparameterize
 from edward_lite.model.target import make_target
+from edward_lite.runtime import console
 from edward_lite.runtime.seeds import seed_pair
 from edward_lite.vi.start import elbo_start
 
@@ -108,8 +109,10 @@ class _JointFit:
     self.optimizer.build(self.trainable)
     self.base = tf.constant(seed_pair(seed), tf.int32)
     self.density = target.density_fn()
-    self.step = tf.function(lambda t: self._step(t, samples), autograph=False)
-    self.final = tf.function(lambda: self.elbo(tf.constant(-1), 512), autograph=False)
+    self.step = console.made_per_call(tf.function(lambda t: self._step(t, samples),
+                                                  autograph=False))
+    self.final = console.made_per_call(tf.function(lambda: self.elbo(tf.constant(-1), 512),
+                                                   autograph=False))
 
   def elbo(self, t, draws):
     eps = tf.random.stateless_normal([draws, self.target.dim],

@@ -32,7 +32,7 @@ evaluation of ``f`` and its gradient is one graph-compiled call over the
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.runtime import seeds
+from edward_lite.runtime import console, seeds
 
 __all__ = ["elbo_start", "START_POINTS", "SAMPLES", "BLUR", "ITERATIONS", "MEMORY"]
 
@@ -60,7 +60,8 @@ def elbo_start(target, radius, scale, seed, spent=None):
   half = tf.random.stateless_normal([SAMPLES // 2, target.dim],
                                     seeds.stream(seed, "vi_start_draws"), dtype=dtype)
   eps = tf.concat([half, -half], 0)  # antithetic: mean 0, so a Gaussian's f peaks at its mean
-  blurred = tf.function(lambda m, s: _value_and_gradient(target, m, s * eps), autograph=False)
+  blurred = console.made_per_call(tf.function(
+      lambda m, s: _value_and_gradient(target, m, s * eps), autograph=False))
 
   def objective(blur):  # -f and its gradient, float64 NumPy
     def fn(m):
