@@ -24,6 +24,7 @@ reference answer (the largest |z| of a mean, the range of sd ratios).
 
     PYTHONPATH=. .venv/bin/python benchmarks/hard_geometry.py \\
         [--posteriors funnel10,banana] [--tools default,flow] [--seeds 0,1,2]
+        [--target-accept 0.95]
 
 ``--tools ""`` with ``--peer-draws DIR`` analyses only the peers' runs
 (nutpie and NumPyro, saved by ``hard_geometry_peers.py`` in their own
@@ -175,9 +176,11 @@ def peer_runs(directory, posteriors):
   return rows
 
 
-def run(posterior, tool, seed):
+def run(posterior, tool, seed, target_accept=None):
   program, args, observed, options, _ = posterior_parts(posterior)
   options = {**options, **TOOLS[tool]}
+  if target_accept is not None:
+    options["kernel"] = ed.mcmc.NUTS(target_accept=target_accept)
   t0 = time.perf_counter()
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -194,6 +197,8 @@ def main():
   parser.add_argument("--posteriors", default=",".join(POSTERIORS))
   parser.add_argument("--tools", default=",".join(TOOLS))
   parser.add_argument("--seeds", default="0,1,2")
+  parser.add_argument("--target-accept", type=float, default=None,
+                      help="NUTS's target acceptance (default: the tool's own)")
   parser.add_argument("--peer-draws", default=None,
                       help="a directory of hard_geometry_peers.py's runs, analysed here too")
   a = parser.parse_args()
@@ -216,7 +221,7 @@ def main():
   for posterior in posteriors:
     for tool in tools:
       for seed in (int(s) for s in a.seeds.split(",")):
-        rows.append(run(posterior, tool, seed))
+        rows.append(run(posterior, tool, seed, a.target_accept))
         show(rows[-1])
   if a.peer_draws:
     for r in peer_runs(a.peer_draws, posteriors):
