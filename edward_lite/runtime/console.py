@@ -29,8 +29,9 @@ untouched, except TensorFlow's note that ``vectorized_map`` loops over a
 random op it cannot vectorize (an implementation detail of prior and
 predictive draws), and the ERROR line TensorFlow logs each time it loads an
 executable from the compile cache (``runtime/compile_cache.py``: it tries a
-text parse before the binary one) and, on some CPUs, two lines on tuning
-preferences, dropped from the first call of each
+text parse before the binary one), on some CPUs two lines on tuning
+preferences, and oneDNN's note on each float64 op it declines (logged when
+a graph with them first runs op by op), dropped from the first call of each
 compiled function (``without_cache_note``, ``first_call_quiet``), from
 a run's first chunk without XLA (its threefry random ops compile one by
 one) and from a compile that runs on another thread while the run goes on
@@ -59,6 +60,12 @@ _CACHE_NOTE = b"Error parsing text-format tensorflow.XlaSerializedCacheEntry"
 # per preference; they are not instruction sets, so the executable runs.
 _TUNING_NOTES = tuple(b"Loading XLA:CPU AOT result. Target machine feature +prefer-no-" + op +
                       b" is not" for op in (b"scatter", b"gather"))
+
+# TensorFlow's check of an op's dtype for oneDNN logs a WARNING line per
+# float64 op it sees when a graph runs op by op (tensorflow/core/util/util.cc;
+# TF_CPP_MIN_LOG_LEVEL=2 does not stop it): a float64 flow's first chunk,
+# run without XLA, logged 40.
+_ONEDNN_TYPE_NOTE = b"] Not handling type DT_"
 
 # Lines TensorFlow logs after its import about the machine, not the model:
 # CUDA probing on a machine without a GPU, and XLA's start at the first
@@ -221,8 +228,8 @@ class FilteredStderr:
 
 
 def _not_cache_note(line):
-  return (_CACHE_NOTE not in line and not any(note in line for note in _TUNING_NOTES)
-          and _not_startup_note(line))
+  return (_CACHE_NOTE not in line and _ONEDNN_TYPE_NOTE not in line
+          and not any(note in line for note in _TUNING_NOTES) and _not_startup_note(line))
 
 
 def _not_startup_note(line):
