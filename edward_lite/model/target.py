@@ -121,10 +121,6 @@ class Target(ModelDescription):
   the total unconstrained dimension ``sum_n prod(U_n)``.
   """
 
-  def __init__(self, program, args=(), kwargs=None, observed=None,
-               structure_checks=2, dtype=None):
-    super().__init__(program, args, kwargs, observed, structure_checks, dtype)
-
   def _forget_compiled(self):
     super()._forget_compiled()
     self._shared_densities = {}  # mode -> tf.function (_traced)
