@@ -111,3 +111,26 @@ def test_ebfmi_of_many_short_chains_is_read_pooled():
   long = _ar1(rng, 1000, 4, 0.5)
   long[:, 2] = _ar1(rng, 1000, 1, 0.95)[:, 0]
   assert notes.ebfmi_note(long).startswith("E-BFMI below 0.3 in 1 chain(s)")
+
+
+def test_divergence_note_names_the_kernel_that_ran():
+  """The advice raises the target acceptance of the kernel that ran, above
+  its own (a ChEES run was told to build ``NUTS(target_accept=0.95)``),
+  and from many chains states the divergences' share of the transitions:
+  3,356 divergences in 10^5 chains of 200 draws are 0.017% of them."""
+  few = np.array([2, 0, 1, 0])
+  nuts = notes.divergence_note(ed.mcmc.NUTS(), few, 500)
+  assert nuts.startswith("3 divergent transitions after warmup in 2 of 4 chains;"), nuts
+  assert "from 0.8 (e.g. kernel=ed.mcmc.NUTS(target_accept=0.95), or 0.99" in nuts
+  assert "ChEES(target_accept=0.8)" in notes.divergence_note(ed.mcmc.ChEES(), few, 500)
+  assert "NUTS(target_accept=0.99))" in notes.divergence_note(
+      ed.mcmc.NUTS(target_accept=0.95), few, 500)
+  saturated = notes.divergence_note(ed.mcmc.NUTS(target_accept=0.99), few, 500)
+  assert "target_accept" not in saturated and "reparameterize" in saturated
+  many = np.zeros(100_000, np.int64)
+  chains = np.random.default_rng(0).choice(100_000, 3000, replace=False)
+  many[chains] = 1
+  many[chains[:356]] = 2
+  chees = notes.divergence_note(ed.mcmc.ChEES(), many, 200)
+  assert chees.startswith("3356 divergent transitions after warmup in 3000 of 100000 chains "
+                          "(0.017% of transitions);"), chees

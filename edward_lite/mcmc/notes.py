@@ -13,7 +13,7 @@ from edward_lite.analysis.chains import (FALSE_ALARM, MANY_CHAINS, chance_bound,
                                          stretches_far_below)
 
 __all__ = ["stuck_chains", "notes", "convergence_notes", "beyond_autocorrelation", "r_hat_advice",
-           "ebfmi_note", "MAX_CHAIN_NOTES", "STUCK_ACCEPT",
+           "ebfmi_note", "divergence_note", "MAX_CHAIN_NOTES", "STUCK_ACCEPT",
            "FAR_OUT", "SHORT_CHAIN", "ADVICE_CHAINS"]
 
 # Fewer draws a chain than this make a chain short for R-hat's 1.01 rule
@@ -189,11 +189,7 @@ def notes(result, rows, keys):
   div = result.divergences
   if div is not None and div.sum() > 0:
     signs.append("divergences")
-    said.append(f"{int(div.sum())} divergent transitions after warmup; the posterior "
-                 "may be biased: raise target_accept (e.g. kernel=ed.mcmc.NUTS("
-                 "target_accept=0.95), or 0.99 for posteriors with strong curvature such "
-                 "as Gaussian-process length scales) or reparameterize (e.g. "
-                 "non-centered).")
+    said.append(divergence_note(result.kernel, div, len(result.sample_stats["diverging"])))
   depth = result.sample_stats.get("tree_depth")
   max_depth = getattr(result.kernel, "max_tree_depth", None)
   if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
@@ -213,6 +209,30 @@ def notes(result, rows, keys):
                    "others'")
   hint = geometry_hint(result, signs)
   return said + ([note] if note else []) + ([hint] if hint else [])
+
+
+def divergence_note(kernel, div, draws):
+  """The warning on divergent transitions after warmup, ``div`` ``[C]``
+  counts per chain of ``draws`` transitions each: how many, in how many
+  chains (and from ``MANY_CHAINS`` chains on their share of the
+  transitions: 3,356 of 10^5 ChEES chains' 2 x 10^7 are 0.017%), and the
+  way out for the kernel that ran: a ``target_accept`` above its own
+  (NUTS 0.8 -> 0.95, ChEES 0.651 -> 0.8), or a reparameterization."""
+  total, chains = int(div.sum()), int(np.count_nonzero(div))
+  where = "" if len(div) == 1 else f" in {chains} of {len(div)} chains"
+  if len(div) >= MANY_CHAINS:
+    where += f" ({100. * total / (len(div) * max(draws, 1)):.2g}% of transitions)"
+  way = "reparameterize (e.g. non-centered)"
+  current = getattr(kernel, "target_accept", None)
+  if isinstance(current, (int, float)) and current < 0.99:
+    higher = next(t for t in (0.8, 0.95, 0.99) if t > current + 1e-9)
+    module = "ed.mcmc." if type(kernel).__module__.startswith("edward_lite.") else ""
+    stronger = (", or 0.99 for posteriors with strong curvature such as Gaussian-process "
+                "length scales") if higher < 0.99 else ""
+    way = (f"raise target_accept from {current:g} (e.g. kernel={module}"
+           f"{type(kernel).__name__}(target_accept={higher:g}){stronger}) or " + way)
+  return (f"{total} divergent transitions after warmup{where}; the posterior may be biased: "
+          f"{way}.")
 
 
 def geometry_hint(result, signs):
