@@ -97,8 +97,8 @@ class ShardedTarget:
       shards = [[t[bounds[i]:bounds[i + 1]] for t in tensors] for i in range(r)]
       self._shards = strategy.experimental_distribute_values_from_function(
           lambda ctx: shards[ctx.replica_id_in_sync_group])
-    self._replica_fn = console.made_per_call(tf.function(
-        self._replica_value_and_gradient, jit_compile=jit_compile, autograph=False))
+    self._replica_fn = console.per_call_function(self._replica_value_and_gradient,
+                                                 jit_compile=jit_compile)
 
   def __repr__(self):
     return (f"<ed.ShardedTarget {self.parallel}-parallel over {self.replicas} replicas of "

@@ -162,13 +162,12 @@ class Program:
     # order order nothing; finding them took a tenth of the chunk's trace
     # (RESULTS section 49).  Without XLA, assertions need them.
     # One set of functions per program: the same code traced once for each
-    # program a session samples (console.made_per_call).
-    per_program = lambda fn, **kw: console.made_per_call(tf.function(fn, autograph=False, **kw))  # pylint: disable=unnecessary-lambda-assignment
-    self._run_chunk_fn = per_program(
+    # program a session samples (console.per_call_function).
+    self._run_chunk_fn = console.per_call_function(
         run_chunk, jit_compile=jit,
         experimental_attributes={"_disable_acd": True} if jit else None)
-    self._draw_initial_fn = per_program(self._draw_initial)
-    self._initial_chunk_state_fn = per_program(self._initial_chunk_state)
+    self._draw_initial_fn = console.per_call_function(self._draw_initial)
+    self._initial_chunk_state_fn = console.per_call_function(self._initial_chunk_state)
     self._concrete = {}
     self._called = set()  # argument keys whose first call ran (through the console's filter)
     self._without_xla = {}  # argument key -> the chunk's copy without XLA (or None)
@@ -176,8 +175,8 @@ class Program:
     self._compiling = None  # the thread compiling the chunk while the first chunk runs
     self._saved_key = saved_key
     self.loaded = []  # names of the functions loaded from the program cache
-    self.log_prob = per_program(density.log_prob_flat)
-    self._value_and_gradient_fn = per_program(
+    self.log_prob = console.per_call_function(density.log_prob_flat)
+    self._value_and_gradient_fn = console.per_call_function(
         lambda u: tfp.math.value_and_gradient(density.log_prob_flat, u))
     # The functions kept on disk: the two whose traces take seconds (the
     # small ones trace in less time than a SavedModel takes to load).

@@ -76,7 +76,7 @@ class ModelDescription:
     if not tf.executing_eagerly():
       return fn
     if key not in self._eager:
-      self._eager[key] = console.made_per_call(tf.function(fn, autograph=False))
+      self._eager[key] = console.per_call_function(fn)
     return self._eager[key]
 
   # -- the pieces -------------------------------------------------------------
@@ -355,7 +355,7 @@ class ModelDescription:
       one = {n: tf.constant(v[0]) for n, v in values.items()}
       batch = min(simulation.BATCH, enumeration.pair_block(
           lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, one))
-      self._derived = (console.made_per_call(tf.function(self._derived_batch, autograph=False)),
+      self._derived = (console.per_call_function(self._derived_batch),
                        batch)
     compiled, batch = self._derived
     return simulation.map_batches(compiled, values, seed, batch=batch)

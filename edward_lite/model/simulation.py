@@ -88,8 +88,7 @@ def map_draws(fn, values, seed=None, count=None, batch=BATCH):
 
   one = (lambda a: fn(a[0], a[1])) if seed is not None else (lambda a: fn(a[0]))  # pylint: disable=unnecessary-lambda-assignment
 
-  @console.made_per_call
-  @tf.function(autograph=False)
+  @console.per_call_function
   def compiled(vals, seeds_):
     if seed is None:
       return tf.vectorized_map(one, (vals, seeds_))
@@ -116,7 +115,7 @@ def map_batches(fn, values, seed, batch=BATCH):
   total = len(next(iter(values.values())))
   base = seed_tensor(seed)
   compiled = fn if isinstance(fn, tf.types.experimental.PolymorphicFunction) else (
-      console.made_per_call(tf.function(fn, autograph=False)))
+      console.per_call_function(fn))
   return _in_batches(
       lambda vals, take: compiled(vals, tf.random.experimental.stateless_fold_in(base, take[0])),
       values, total, min(batch, total))

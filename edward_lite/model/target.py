@@ -172,8 +172,8 @@ class Target(ModelDescription):
     traced = self._shared_densities.get(mode) or own.get(mode)
     if traced is None:
       fn = self.density_fn(mode)
-      traced = console.made_per_call(tf.function(  # traced once per shape of the state
-          lambda s: per_chain_gradient.batched_value_and_gradient(fn, s), autograph=False))
+      traced = console.per_call_function(  # traced once per shape of the state
+          lambda s: per_chain_gradient.batched_value_and_gradient(fn, s))
       captured = traced.get_concrete_function(state).captured_inputs
       eager = not any(tf.is_symbolic_tensor(t) for t in captured)
       (self._shared_densities if eager else own)[mode] = traced

@@ -142,6 +142,15 @@ def made_per_call(function):
   return function
 
 
+def per_call_function(fn=None, **options):
+  """``tf.function(fn, autograph=False, **options)`` marked ``made_per_call``;
+  without ``fn``, the decorator that makes it."""
+  if fn is None:
+    return lambda f: per_call_function(f, **options)
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return made_per_call(tf.function(fn, **{"autograph": False, **options}))
+
+
 def first_call_quiet(fn):
   """``fn`` whose first call runs through ``without_cache_note``."""
   called = []

@@ -274,8 +274,7 @@ def _adam(target, family, params, steps, samples, learning_rate, seed, jit_compi
       sums = (sums[0] + step, sums[1] + tf.square(step), sums[2] + tf.cast(use, dtype))
     return t + 1, new_p, new_m, new_v, values, sums
 
-  @console.made_per_call
-  @tf.function(jit_compile=jit_compile, autograph=False)
+  @console.per_call_function(jit_compile=jit_compile)
   def run(p):
     zeros = {n: tf.zeros_like(x) for n, x in p.items()}
     sums = ()

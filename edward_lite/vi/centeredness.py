@@ -109,10 +109,8 @@ class _JointFit:
     self.optimizer.build(self.trainable)
     self.base = tf.constant(seed_pair(seed), tf.int32)
     self.density = target.density_fn()
-    self.step = console.made_per_call(tf.function(lambda t: self._step(t, samples),
-                                                  autograph=False))
-    self.final = console.made_per_call(tf.function(lambda: self.elbo(tf.constant(-1), 512),
-                                                   autograph=False))
+    self.step = console.per_call_function(lambda t: self._step(t, samples))
+    self.final = console.per_call_function(lambda: self.elbo(tf.constant(-1), 512))
 
   def elbo(self, t, draws):
     eps = tf.random.stateless_normal([draws, self.target.dim],

@@ -53,8 +53,7 @@ def fisher_refit(surrogate, u, g, seed, steps=STEPS):
       tf.keras.optimizers.schedules.CosineDecay(LEARNING_RATE, steps, 0.01))
   u, g = tf.constant(u, variable.dtype), tf.constant(g, variable.dtype)
 
-  @console.made_per_call  # a new step per refit
-  @tf.function(jit_compile=True, autograph=False)
+  @console.per_call_function(jit_compile=True)  # a new step per refit
   def step(index):
     x, gx = tf.gather(u, index), tf.gather(g, index)
     with tf.GradientTape() as outer:

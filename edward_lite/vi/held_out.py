@@ -53,8 +53,8 @@ def _log_weights(program, jit_compile):
   if jit_compile not in cache:
     def fn(batch, noise, k):
       return objectives.log_weights(program.sample_terms(batch, noise, k))
-    cache[jit_compile] = console.first_call_quiet(console.made_per_call(  # one trace per k
-        tf.function(fn, jit_compile=bool(jit_compile), autograph=False)))
+    cache[jit_compile] = console.first_call_quiet(  # one trace per k
+        console.per_call_function(fn, jit_compile=bool(jit_compile)))
   return cache[jit_compile]
 
 

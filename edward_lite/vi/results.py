@@ -72,8 +72,8 @@ class VIResult:
     self._seed = seed
     self._calls = 0  # unseeded sample() calls so far
     self._importance = None
-    self._draw_fn = console.first_call_quiet(console.made_per_call(  # one per fit
-        tf.function(self._draw_batch, jit_compile=True, autograph=False)))
+    self._draw_fn = console.first_call_quiet(  # one per fit
+        console.per_call_function(self._draw_batch, jit_compile=True))
     # The model's full-data log density of a batch of surrogate draws (one
     # pass over a dataset when the fit streamed one).
     self._full_log_prob = full_log_prob

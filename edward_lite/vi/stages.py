@@ -146,12 +146,12 @@ def run_stage(stage, problem, start=0, trace=None):
                                         stage.samples, stage.stl)
   if batches is not None and not batches.compiled:
     # The loop reads a dataset iterator: compile the step only.
-    train_step = console.made_per_call(tf.function(
-        train_step, jit_compile=problem.jit_compile and strategy is None, autograph=False))
-  run = console.first_call_quiet(console.made_per_call(tf.function(
+    train_step = console.per_call_function(
+        train_step, jit_compile=problem.jit_compile and strategy is None)
+  run = console.first_call_quiet(console.per_call_function(
       lambda begin, n, stop_on_bad: elbo_lib.run_chunk(
           train_step, batches, seed, begin, n, stop_on_bad, stage.chunk, tf.float64),
-      jit_compile=problem.jit_compile and compiled, autograph=False)))
+      jit_compile=problem.jit_compile and compiled))
   state_vars = surrogate.variables + list(stage.optimizer.variables)
   first_chunk, previous, converged = None, None, False
 

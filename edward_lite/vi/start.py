@@ -60,8 +60,8 @@ def elbo_start(target, radius, scale, seed, spent=None):
   half = tf.random.stateless_normal([SAMPLES // 2, target.dim],
                                     seeds.stream(seed, "vi_start_draws"), dtype=dtype)
   eps = tf.concat([half, -half], 0)  # antithetic: mean 0, so a Gaussian's f peaks at its mean
-  blurred = console.made_per_call(tf.function(
-      lambda m, s: _value_and_gradient(target, m, s * eps), autograph=False))
+  blurred = console.per_call_function(
+      lambda m, s: _value_and_gradient(target, m, s * eps))
 
   def objective(blur):  # -f and its gradient, float64 NumPy
     def fn(m):

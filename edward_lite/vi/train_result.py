@@ -177,7 +177,7 @@ class Evaluator:
                       + [bound, rows, rows])
 
     self._sums = console.first_call_quiet(
-        console.made_per_call(tf.function(sums, jit_compile=bool(jit_compile), autograph=False)))
+        console.per_call_function(sums, jit_compile=bool(jit_compile)))
 
   def __call__(self, step):
     if self.evaluate is None:

@@ -73,8 +73,7 @@ def compiled_calls(program, objective, variables, optimizer, strategy, jit_compi
     return optimizer.get_unscaled_gradients(grads) if scaled else grads
 
   if jit_compile and not whole_step:  # (else inlined: a nested call costs per step)
-    sums_and_grads = console.made_per_call(
-        tf.function(sums_and_grads, jit_compile=True, autograph=False))
+    sums_and_grads = console.per_call_function(sums_and_grads, jit_compile=True)
 
   def noise_of(step, rows):
     return amortized.noise_for(program.noise_spec, noise_seed, tf.cast(step, tf.int64),
@@ -107,8 +106,7 @@ def compiled_calls(program, objective, variables, optimizer, strategy, jit_compi
     return tf.concat([tf.cast(sums, tf.float32), [rows, applied]], 0)
 
   if whole_step:
-    replica_step = console.made_per_call(
-        tf.function(replica_step, jit_compile=True, autograph=False))
+    replica_step = console.per_call_function(replica_step, jit_compile=True)
   else:  # the user's programs run as written, not converted by AutoGraph
     replica_step = tf.autograph.experimental.do_not_convert(replica_step)
 
@@ -122,8 +120,7 @@ def compiled_calls(program, objective, variables, optimizer, strategy, jit_compi
 
   replica_noise_step = tf.autograph.experimental.do_not_convert(replica_noise_step)
 
-  @console.made_per_call
-  @tf.function
+  @console.per_call_function(autograph=True)  # the loop over the iterator
   def run(iterator, n, first_step):
     out = tf.TensorArray(tf.float32, size=n)
     for i in tf.range(n):
