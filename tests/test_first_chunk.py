@@ -44,11 +44,11 @@ def test_the_first_chunk_matches_the_compiled_one_and_runs_in_every_run(monkeypa
   calls, compared = [], []
   run_chunk = compiled.Program.run_chunk
 
-  def spy(self, state, inputs, capacity, first=False):
+  def spy(self, state, inputs, capacity, collects=True, first=False):
     calls.append(first)
-    out = run_chunk(self, state, inputs, capacity, first)
+    out = run_chunk(self, state, inputs, capacity, collects, first)
     if first:
-      compared.append((state, out, run_chunk(self, state, inputs, capacity)))
+      compared.append((state, out, run_chunk(self, state, inputs, capacity, collects)))
     return out
 
   monkeypatch.setattr(compiled.Program, "run_chunk", spy)

@@ -90,7 +90,7 @@ class ChunkInputs(NamedTuple):
   split_at: tf.Tensor       # the iteration the second half of the draws starts at
 
 
-def run_chunk(target, density, kernel, state, inputs, capacity):
+def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
   """Runs ``inputs.n`` transitions from ``state``; keeps up to ``capacity``
   draws.
 
@@ -103,6 +103,10 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
     inputs: a ``ChunkInputs`` of Tensors, so one trace serves every call.
     capacity: a Python int (it fixes buffer shapes, so XLA sees static
       shapes).
+    collects: a Python bool: whether any chunk of the run collects the
+      metric's moments (``inputs.collect``).  A run whose metric is fixed
+      (``adapt_metric=False``) compiles without their update, which is
+      otherwise computed at every transition and selected away.
 
   Returns:
     ``(new ChunkState, {"kept": buffers [capacity, C, ...] of draws and
@@ -173,7 +177,9 @@ def run_chunk(target, density, kernel, state, inputs, capacity):
       grad = None if grad_z is None else grad_to_u(grad_z, metric)
       return adaptation.metric_moments_update(moments, u, grad)
 
-    if isinstance(moments.draws, adaptation.DenseWelfordState):
+    if not collects:
+      pass
+    elif isinstance(moments.draws, adaptation.DenseWelfordState):
       # O(C D^2) products, skipped when not collecting.
       moments = tf.cond(collect, update_moments, lambda: moments)
     else:

@@ -153,9 +153,9 @@ class Program:
         jit and chains is not None and chains <= FIRST_CHUNK_MAX_CHAINS and not target.has_loops)
     alg = "threefry" if jit else "philox"
 
-    def run_chunk(state, inputs, capacity):
+    def run_chunk(state, inputs, capacity, collects):
       with base.random_algorithm(alg):
-        return chunk.run_chunk(target, density, kernel, state, inputs, capacity)
+        return chunk.run_chunk(target, density, kernel, state, inputs, capacity, collects)
 
     # Under XLA every op is stateless or dropped (Assert, Print), so the
     # control dependencies TensorFlow adds between stateful ops in program
@@ -201,7 +201,7 @@ class Program:
     return (fn,) + tuple((t.dtype, tuple(t.shape)) if isinstance(t, tf.Tensor) else t
                          for t in tf.nest.flatten(args))
 
-  def compile_chunk_during(self, work, state, inputs, capacity):
+  def compile_chunk_during(self, work, state, inputs, capacity, collects=True):
     """``work()``, while the chunk for these arguments compiles on another
     thread; returns ``work()``'s value.
 
@@ -216,7 +216,7 @@ class Program:
     passes through ``console.FilteredStderr`` while the thread runs, so the
     compile cache's note is dropped as on any first call.  A compile that
     fails is left to that later call, which raises its error."""
-    args = (state, inputs, capacity)
+    args = (state, inputs, capacity, collects)
     key = self._key(self._run_chunk_fn, args)
     if key in self._concrete:
       return work()
@@ -272,10 +272,10 @@ class Program:
       return loaded
     return program_cache.keep(name, fn.get_concrete_function(*args), args)
 
-  def run_chunk(self, state, inputs, capacity, first=False):
+  def run_chunk(self, state, inputs, capacity, collects=True, first=False):
     """``chunk.run_chunk`` of this target and kernel, compiled; without XLA
     when ``first`` (a new run's first chunk) and ``first_chunk_without_xla``."""
-    args = (state, inputs, capacity)
+    args = (state, inputs, capacity, collects)
     copy = self._copy_without_xla(args) if first and self.first_chunk_without_xla else None
     if copy is not None:
       # Its stateless random ops (threefry) compile one by one with XLA:

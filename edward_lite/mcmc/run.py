@@ -76,6 +76,9 @@ class Run:
     else:
       self.schedule = schedule.build_schedule(settings.warmup, settings.draws,
                                               self.adapt.adapts, settings.pooling.bulk)
+    # Whether any chunk collects the metric's moments (a static part of
+    # the compiled chunk: ``chunk.run_chunk``); later schedules only shorten.
+    self.collects = any(p.collect for p in self.schedule)
     self.state, self.start = None, 0
     self.kept, self.totals, self.window = {}, None, {}
     self.ended_at, self.curvature_strikes, self.just_switched = None, 0, False
@@ -142,7 +145,8 @@ class Run:
     check_init(program.target, self.settings.init, self.settings.chains)
     template = self._state_template()
     step0 = self._inputs(template, 0, 0)  # no transition: the run only compiles
-    program.compile_chunk_during(self._initialize, template, step0, self._capacity())
+    program.compile_chunk_during(self._initialize, template, step0, self._capacity(),
+                                 self.collects)
 
   def _restore(self, resumed):
     """The run at a checkpoint (``Checkpointer.load``'s dict)."""
@@ -188,10 +192,11 @@ class Run:
     capacity = self._capacity()
     if self.groups:
       self.state, out = self.groups.run_chunk(
-          functools.partial(self.program.run_chunk, first=step == 0), self.state, inputs,
-          capacity)
+          functools.partial(self.program.run_chunk, collects=self.collects, first=step == 0),
+          self.state, inputs, capacity)
     else:
-      self.state, out = self.program.run_chunk(self.state, inputs, capacity, first=step == 0)
+      self.state, out = self.program.run_chunk(self.state, inputs, capacity, self.collects,
+                                               first=step == 0)
       out = tf.nest.map_structure(lambda t: t.numpy(), out)
     n_kept = -(-n // s.thin) if not in_warmup and s.keep_draws else 0
     kept = {key: value[:n_kept] for key, value in out["kept"].items()} if n_kept else {}
