@@ -21,10 +21,11 @@ ArviZ, plots), ``sbc/`` (simulation-based calibration) and ``runtime/`` (the
 chunked host loop, checkpoints, seeds, save and load).
 """
 
-from edward_lite.runtime import compile_cache
+from edward_lite.runtime import compile_cache, xla_options
 from edward_lite.runtime.console import quiet_startup
 
-compile_cache.configure()  # before TensorFlow reads its XLA flags
+xla_options.configure()  # before TensorFlow reads its XLA flags
+compile_cache.configure()  # (after xla_options: its folder depends on the flags)
 quiet_startup()  # before TensorFlow is imported: keeps its start-up logs quiet
 
 # pylint: disable=wrong-import-position

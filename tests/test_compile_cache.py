@@ -20,7 +20,7 @@ import edward_lite as ed
 from edward_lite.mcmc import compiled
 from edward_lite.mcmc import run as run_module
 from edward_lite.language.autograph import graph_program
-from edward_lite.runtime import compile_cache, kept_function, program_cache
+from edward_lite.runtime import compile_cache, kept_function, program_cache, xla_options
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -386,3 +386,38 @@ def test_a_loaded_program_counts_as_used(programs):
   ed.mcmc.sample(model, observed={"y": 0.5}, chains=2, warmup=20, draws=10, seed=0,
                  progress=False)
   assert all(entry.stat().st_mtime > 1e9 + 1 for entry in entries)
+
+
+def test_xla_reductions_flag_is_added_once_and_a_users_setting_kept(monkeypatch):
+  """edward_lite keeps reductions in XLA's loops (``xla_options``); a
+  YNNPACK setting of the user's, or ``ED_YNN_REDUCE=1``, is left alone."""
+  monkeypatch.delenv("ED_YNN_REDUCE", raising=False)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+  xla_options.configure()
+  xla_options.configure()
+  assert os.environ["XLA_FLAGS"] == ("--xla_force_host_platform_device_count=2 "
+                                     "--xla_cpu_experimental_ynn_fusion_type=-reduce")
+  mine = "--xla_cpu_experimental_ynn_fusion_type="
+  monkeypatch.setenv("XLA_FLAGS", mine)
+  xla_options.configure()
+  assert os.environ["XLA_FLAGS"] == mine
+  monkeypatch.setenv("XLA_FLAGS", "")
+  monkeypatch.setenv("ED_YNN_REDUCE", "1")
+  xla_options.configure()
+  assert os.environ["XLA_FLAGS"] == ""
+
+
+def test_the_default_folder_depends_on_the_xla_flags(monkeypatch, tmp_path):
+  """The executables' key does not hold ``XLA_FLAGS``: other flags than
+  edward_lite's own get a folder of their own, so a process never loads an
+  executable compiled under other flags."""
+  monkeypatch.delenv("ED_COMPILE_CACHE", raising=False)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+  monkeypatch.setenv("XLA_FLAGS", xla_options.FLAG)
+  assert compile_cache._default() == str(tmp_path / "edward_lite" / "xla")  # pylint: disable=protected-access
+  folders = set()
+  for flags in ("", "--xla_cpu_experimental_ynn_fusion_type=", xla_options.FLAG + " --x=1"):
+    monkeypatch.setenv("XLA_FLAGS", flags)
+    folders.add(compile_cache._default())  # pylint: disable=protected-access
+  assert len(folders) == 3 and all(f.startswith(str(tmp_path / "edward_lite" / "xla-"))
+                                   for f in folders)

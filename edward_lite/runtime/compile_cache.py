@@ -11,7 +11,10 @@ gives another key, never a stale program.
 
 ``configure``, run when edward_lite is imported and before TensorFlow reads
 its XLA flags, points that flag at ``$ED_COMPILE_CACHE`` if set, else at
-``$XDG_CACHE_HOME/edward_lite/xla`` (``~/.cache/edward_lite/xla``).
+``$XDG_CACHE_HOME/edward_lite/xla`` (``~/.cache/edward_lite/xla``).  The
+fingerprint does not hold ``XLA_FLAGS``, which change the executable: with
+flags other than edward_lite's own (``xla_options``) the default folder is
+``xla-<digest of the flags>``.
 ``ED_COMPILE_CACHE=0`` (or empty) turns it off; a
 ``--tf_xla_persistent_cache_directory`` the user put in ``TF_XLA_FLAGS``
 is kept.  Deleting the folder is always safe.
@@ -29,9 +32,12 @@ user named.  An entry another process is about to read is only a cache
 miss: that process compiles (or traces) again.
 """
 
+import hashlib
 import os
 import shutil
 import time
+
+from edward_lite.runtime import xla_options
 
 __all__ = ["configure", "directory", "trim", "max_bytes", "DEFAULT_MAX_MB"]
 
@@ -56,7 +62,10 @@ def _default():
   if setting is not None:
     return None if setting in ("", "0") else os.path.expanduser(setting)
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(base, "edward_lite", "xla")
+  flags = os.environ.get("XLA_FLAGS", "")
+  name = "xla" if flags == xla_options.FLAG else (
+      "xla-" + hashlib.sha256(flags.encode()).hexdigest()[:8])
+  return os.path.join(base, "edward_lite", name)
 
 
 def configure():
