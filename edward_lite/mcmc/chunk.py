@@ -177,12 +177,10 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
       grad = None if grad_z is None else grad_to_u(grad_z, metric)
       return adaptation.metric_moments_update(moments, u, grad)
 
-    if not collects:
-      pass
-    elif isinstance(moments.draws, adaptation.DenseWelfordState):
+    if collects and isinstance(moments.draws, adaptation.DenseWelfordState):
       # O(C D^2) products, skipped when not collecting.
       moments = tf.cond(collect, update_moments, lambda: moments)
-    else:
+    elif collects:
       moments = _select(collect, update_moments(), moments)
     x = target.constrain_flat(u)
     acc = _select(sampling, streaming.accumulate(acc, x), acc)
