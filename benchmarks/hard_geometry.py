@@ -209,6 +209,10 @@ def main():
         "div | max R-hat | wall s | max|z| mean | sd ratios | tail z")
   posteriors = a.posteriors.split(",")
   tools = [t for t in a.tools.split(",") if t]
+  for given, known, what in ((posteriors, POSTERIORS, "--posteriors"), (tools, TOOLS, "--tools")):
+    unknown = [g for g in given if g not in known]
+    if unknown:
+      raise SystemExit(f"{what}: unknown {unknown}; choose from {sorted(known)}.")
   rows = []
 
   def show(r):
