@@ -355,8 +355,7 @@ class ModelDescription:
       one = {n: tf.constant(v[0]) for n, v in values.items()}
       batch = min(simulation.BATCH, enumeration.pair_block(
           lambda v: self._terms_fn(v, Mode.CONSTRAINED), self._plan, one))
-      self._derived = (console.per_call_function(self._derived_batch),
-                       batch)
+      self._derived = (console.per_call_function(self._derived_batch), batch)
     compiled, batch = self._derived
     return simulation.map_batches(compiled, values, seed, batch=batch)
 

@@ -48,7 +48,7 @@ import tempfile
 import threading
 
 __all__ = ["quiet_startup", "mute_onednn_int32_note", "without_cache_note", "first_call_quiet",
-           "FilteredStderr"]
+           "per_call_function", "FilteredStderr"]
 
 # TensorFlow reads a cached XLA executable (``runtime/compile_cache.py``) by
 # first trying to parse it as text; the failed attempt logs this ERROR line
@@ -132,23 +132,19 @@ def without_cache_note(fn, *args):
     quiet.close()
 
 
-def made_per_call(function):
-  """A ``tf.function`` that a library call makes anew each time, or traces
-  once per setting by design (its code traced again and again on purpose),
-  marked so that TensorFlow's "triggered tf.function retracing" warning,
-  which counts traces of the same code across functions, does not blame
-  the user's repeated calls."""
-  function._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
-  return function
-
-
 def per_call_function(fn=None, **options):
-  """``tf.function(fn, autograph=False, **options)`` marked ``made_per_call``;
-  without ``fn``, the decorator that makes it."""
+  """``tf.function(fn, autograph=False, **options)`` for a function that a
+  library call makes anew each time, or traces once per setting by design
+  (its code traced again and again on purpose), marked so that
+  TensorFlow's "triggered tf.function retracing" warning, which counts
+  traces of the same code across functions, does not blame the user's
+  repeated calls.  Without ``fn``, the decorator that makes it."""
   if fn is None:
     return lambda f: per_call_function(f, **options)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return made_per_call(tf.function(fn, **{"autograph": False, **options}))
+  function = tf.function(fn, **{"autograph": False, **options})
+  function._omit_frequent_tracing_warning = True  # pylint: disable=protected-access
+  return function
 
 
 def first_call_quiet(fn):
