@@ -18,7 +18,7 @@ import tensorflow as tf
 import edward_lite as ed
 from edward_lite.analysis import column_summary, diagnostics
 import zoo
-from edward_lite.mcmc import chunk, compiled
+from edward_lite.mcmc import chunk, compiled, kept_draws
 from edward_lite.mcmc import run as run_module
 from edward_lite.mcmc.chunk import ROUNDS_MIN_CHAINS
 
@@ -288,7 +288,7 @@ def test_kept_buffers_sized_to_the_draws_give_the_same_run(monkeypatch):
   kwargs = dict(observed={"y": Y_NN}, chains=3, warmup=40, draws=23, thin=2, seed=4,
                 progress=False)
   full = ed.mcmc.sample(normal_normal, **kwargs)
-  monkeypatch.setattr(run_module, "KEPT_BUFFER_BYTES", 0)
+  monkeypatch.setattr(kept_draws, "KEPT_BUFFER_BYTES", 0)
   monkeypatch.setattr(run_module.Run, "_capacity", _capacity_seen(run_module.Run._capacity))
   small = ed.mcmc.sample(normal_normal, **kwargs)
   assert _capacity_seen.values == [12]  # ceil(23 / 2) rows, not chunk_size's 200

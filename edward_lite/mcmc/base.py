@@ -112,10 +112,14 @@ class TransitionInfo(NamedTuple):
     return {name: getattr(self, name) for name in STATISTICS}
 
   @staticmethod
-  def dtypes(float_dtype):
-    """The recorded statistics' dtypes, ``{name: dtype}``."""
-    return dict(accept_prob=float_dtype, diverging=tf.bool, n_grads=tf.int32,
-                tree_depth=tf.int32, energy=float_dtype, log_prob=float_dtype)
+  def dtypes(float_dtype, energy=True):
+    """The recorded statistics' dtypes, ``{name: dtype}``; without
+    ``energy`` for a kernel without momentum (``not energy``)."""
+    out = dict(accept_prob=float_dtype, diverging=tf.bool, n_grads=tf.int32,
+               tree_depth=tf.int32, energy=float_dtype, log_prob=float_dtype)
+    if not energy:
+      del out["energy"]
+    return out
 
 
 STATISTICS = TransitionInfo._fields[:-1]

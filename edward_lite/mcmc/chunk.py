@@ -109,8 +109,9 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
       otherwise computed at every transition and selected away.
 
   Returns:
-    ``(new ChunkState, {"kept": buffers [capacity, C, ...] of draws and
-    statistics, "totals": per-chain sums [C]})``.
+    ``(new ChunkState, {"kept": buffers [capacity + 1, C, ...] of draws
+    and statistics (the kept draws in order, then the scratch row; empty
+    when ``capacity`` is 0), "totals": per-chain sums [C]})``.
   """
   (final_step, seed, start, n, adapt_step, share, collect, sampling, keep, thin,
    target_accept, split_at) = inputs
@@ -121,7 +122,8 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
   def log_prob(z):
     return density.log_prob_flat(to_u(z, metric))
 
-  stat_dtypes = base.TransitionInfo.dtypes(dtype)
+  # A kernel without momentum has no energy to keep (``MCMCResult`` drops it).
+  stat_dtypes = base.TransitionInfo.dtypes(dtype, energy=kernel.has_gradients)
   # One row more than the kept draws: a transition not kept writes there.
   # Under a tf.cond instead, XLA copied the whole buffers at every
   # transition (128 MB at 10^4 chains of 10 parameters and 200 rows: a
@@ -274,11 +276,11 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
   z = kernel.state(kstate)
   new_state = ChunkState(to_u(z, metric), z, metric, dual_avg, moments, state.previous, kadapt,
                          stream)
-  # Full buffers (without the scratch row): slicing to the kept count here
-  # would make it a compile-time constant and recompile for every chunk
-  # length; the host slices instead.
-  return new_state, {"kept": {key: value[:capacity] for key, value in buffers.items()},
-                     "totals": totals}
+  # The whole buffers, scratch row included: the host reads the kept rows
+  # (``kept_draws.chunk_outputs``).  Slicing to the kept count here would
+  # make it a compile-time constant (a program per chunk length), and any
+  # slice copies the buffers (a chunk's kept draws twice in memory).
+  return new_state, {"kept": buffers, "totals": totals}
 
 
 def _round_capacity(chains, dim):

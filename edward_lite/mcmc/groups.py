@@ -29,7 +29,7 @@ import concurrent.futures
 import numpy as np
 import tensorflow as tf
 
-from edward_lite.mcmc import adaptation
+from edward_lite.mcmc import adaptation, kept_draws
 
 __all__ = ["ChainGroups"]
 
@@ -51,9 +51,11 @@ class ChainGroups:
       _POOLS[self.size] = concurrent.futures.ThreadPoolExecutor(self.size)
     self._pool = _POOLS[self.size]
 
-  def run_chunk(self, run_chunk, state, inputs, capacity):
+  def run_chunk(self, run_chunk, state, inputs, capacity, kept_rows):
     """``run_chunk`` (one block's compiled ``Program.run_chunk``) on every
-    block at once; returns the merged state and the outputs as NumPy."""
+    block at once; returns the merged state and the outputs as NumPy, with
+    the first ``kept_rows`` rows of the kept buffers
+    (``kept_draws.chunk_outputs``)."""
     parts = self.split(state)
     # The step size of a sampling chunk: per chain unless pooled.
     pooled_step = self.pool_step is True
@@ -66,7 +68,7 @@ class ChainGroups:
       with tf.device(self.devices[g]):
         new, out = run_chunk(parts[g], inputs._replace(final_step=finals[g], seed=block_seed),
                              capacity)
-        return new, tf.nest.map_structure(lambda t: t.numpy(), out)
+        return new, kept_draws.chunk_outputs(out, kept_rows)
 
     results = list(self._pool.map(run, range(self.size)))
     states, outs = zip(*results)

@@ -1,11 +1,11 @@
 """The memory a run's kept draws need, known before the run (issue 52).
 
 With ``keep_draws=True`` ``ed.mcmc.sample`` keeps every kept draw on the
-host: each sampling chunk's arrays are appended to a list (``run.Run``), and
-``MCMCResult.build`` concatenates the lists at the end, while they are still
-alive.  ``check`` estimates the bytes this needs from the model's traced
-structure (no compiled work) and refuses a run that cannot fit in the memory
-available, or warns when it needs more than ``WARN_FRACTION`` of it.
+host, in arrays of the run's size that each sampling chunk's draws are
+copied into (``kept_draws``).  ``check`` estimates the bytes this needs
+from the model's traced structure (no compiled work) and refuses a run
+that cannot fit in the memory available, or warns when it needs more than
+``WARN_FRACTION`` of it.
 
 The estimate.  ``K = ceil(draws / thin)`` kept draws of ``C`` chains; per
 kept draw of one chain a row of
@@ -16,18 +16,28 @@ bytes: the constrained latents ``x_n`` (``|x_n|`` scalars of ``s_n`` bytes),
 the ``ed.Deterministic`` values and the summed-out discrete latents' draws
 ``d``, and the sample statistics ``k`` (``accept_prob``, ``energy``,
 ``log_prob`` in the model's float; ``num_gradients``, ``tree_depth`` int32;
-``diverging`` one byte; no ``energy`` for a kernel without gradients).  Then
+``diverging`` one byte; no ``energy`` for a kernel without gradients).  A
+chunk's compiled buffers hold ``P + 1`` rows of the latents and statistics
+(``row_c``: ``row`` without the ``d``), ``P`` the chunk's capacity
+(``kept_draws.capacity``: ``chunk_size``, or ``K`` when fewer and large).
+Then
 
     kept    = K C row                     result.draws + result.sample_stats
-    joined  = K C row                     the chunks' arrays while they are joined
+    chunk   = g (P + 1) C row_c           one chunk's buffers; g = 2 with chain
+                                          groups (their blocks joined on the host)
     summary = s K C + 8 SUMMARY_TEMPORARIES min(K C, CHUNK_VALUES)
                                           summary(): one copy of one scalar's draws (s
                                           bytes each) and its chunks' float64 temporaries
-    needed  = kept + max(joined, summary)
+    sampler = SAMPLER_COPIES C (8 D (NUM_BATCHES + 5) + 8 D s + 24)
+                                          the sampler's state (positions, step sizes,
+                                          moments, ``streaming``'s float64 batch sums
+                                          of ``D`` latents a chain), as often as a
+                                          compiled chunk holds it
+    needed  = sampler + kept + max(chunk, summary)
 
-(the chunks' arrays are freed before a summary runs).  One chunk's buffers
-(``chunk_size`` rows, or fewer) and the constant-memory statistics are left
-out: they do not grow with the run.
+(a chunk's buffers are freed before a summary runs).  Measured at 10^6
+chains of a 2-D Gaussian, 100 draws kept (RESULTS section 62): the
+process grew by 8.6 GB at its peak, against an estimate of 8.5 GB.
 
 The memory available is the smallest of Linux's ``MemAvailable``
 (``/proc/meminfo``) and the room left under the process's cgroup limits
@@ -48,10 +58,12 @@ from typing import NamedTuple, Optional
 import tensorflow as tf
 
 from edward_lite.analysis.column_summary import CHUNK_VALUES
-from edward_lite.mcmc import base
+from edward_lite.mcmc import kept_draws
+from edward_lite.mcmc.settings import DEFAULT_CHUNK
+from edward_lite.mcmc.streaming import NUM_BATCHES
 
 __all__ = ["Estimate", "estimate", "available", "check", "parse_bytes", "human_bytes",
-           "SUMMARY_TEMPORARIES", "WARN_FRACTION", "ENV"]
+           "SUMMARY_TEMPORARIES", "SAMPLER_COPIES", "WARN_FRACTION", "ENV"]
 
 ENV = "ED_MEMORY_LIMIT"
 # summary() copies one scalar's draws [K, C] at a time, in their dtype
@@ -60,6 +72,9 @@ ENV = "ED_MEMORY_LIMIT"
 # temporaries per value of a chunk (the rank bins' counts and tables
 # included).
 SUMMARY_TEMPORARIES = 16
+# A compiled chunk holds the sampler's state about this many times (its
+# input, its output and their temporaries; measured: RESULTS section 62).
+SAMPLER_COPIES = 5
 WARN_FRACTION = 0.5  # a run needing more than this share of the memory available warns
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _NO_LIMIT = 2**60  # cgroup v1 writes "no limit" as a number near 2^63
@@ -67,49 +82,75 @@ _NO_LIMIT = 2**60  # cgroup v1 writes "no limit" as a number near 2^63
 
 class Estimate(NamedTuple):
   """Bytes of a run's kept draws (module docstring): ``kept`` (the result's
-  arrays), ``joined`` (their chunks, alive while they are joined),
-  ``summary`` (its working arrays), ``needed`` (the peak); ``row`` and
-  ``item``, the bytes of one kept draw of one chain and of one scalar's
-  draw, give the same for other numbers of draws (``for_cells``)."""
+  arrays), ``chunk`` (one chunk's buffers), ``summary`` (its working
+  arrays), ``sampler`` (its state's copies), ``needed`` (the peak)."""
   kept: int
-  joined: int
+  chunk: int
+  sampler: int
   summary: int
   needed: int
+
+
+class _Rows(NamedTuple):
+  """Bytes per kept draw of one chain: ``row`` (the result's), ``chunk_row``
+  (a chunk buffer's), ``item`` (one scalar's); ``state``, the sampler's
+  bytes a chain; and the run's settings that size the chunk's buffers."""
   row: int
+  chunk_row: int
   item: int
+  state: int
+  chains: int
+  draws: int
+  chunk_size: int
+  copies: int
 
-  @classmethod
-  def for_cells(cls, cells, row, item):
-    """The estimate for ``cells`` kept draws of a chain (all chains)."""
-    kept = cells * row
-    summary = cells * item + 8 * SUMMARY_TEMPORARIES * min(cells, CHUNK_VALUES)
-    return cls(kept=kept, joined=kept, summary=summary, needed=kept + max(kept, summary),
-               row=row, item=item)
+  def estimate(self, thin):
+    """The ``Estimate`` of the run keeping every ``thin``-th draw."""
+    cells = -(-self.draws // thin) * self.chains
+    kept = cells * self.row
+    rows = kept_draws.capacity(self.chains, self.draws, thin, self.chunk_size,
+                               self.chunk_row) + 1
+    chunk = self.copies * rows * self.chains * self.chunk_row
+    summary = cells * self.item + 8 * SUMMARY_TEMPORARIES * min(cells, CHUNK_VALUES)
+    sampler = SAMPLER_COPIES * self.chains * self.state
+    return Estimate(kept=kept, chunk=chunk, summary=summary, sampler=sampler,
+                    needed=sampler + kept + max(chunk, summary))
 
 
-def estimate(target, kernel, chains, draws, thin):
+def estimate(target, kernel, chains, draws, thin, chunk_size=DEFAULT_CHUNK,
+             chain_groups=False):
   """The ``Estimate`` of a run of ``target`` (its traced structure only)
-  keeping ``ceil(draws / thin)`` draws of ``chains`` chains; None when a
+  keeping ``ceil(draws / thin)`` draws of ``chains`` chains in chunks of
+  ``chunk_size`` transitions (on ``chain_groups`` or not); None when a
   latent's or a value's size is not known statically or the latents have
   no common float type (the sampler's own checks then speak)."""
+  rows = _rows(target, kernel, chains, draws, chunk_size, chain_groups)
+  return rows.estimate(thin) if rows else None
+
+
+def _rows(target, kernel, chains, draws, chunk_size, chain_groups):
+  """The ``_Rows`` of a run (``estimate``), or None."""
   dtype = target.dtype
   if dtype is None or not dtype.is_floating:
     return None
   structure = target.structure
-  sizes = [(info.shape.num_elements(), info.dtype.size) for info in target.latents.values()]
-  sizes += [(tf.TensorShape(shape).num_elements(), dtype.size)
+  latents = [(info.shape.num_elements(), info.dtype.size) for info in target.latents.values()]
+  values = [(tf.TensorShape(shape).num_elements(), dtype.size)
             for shape in structure.deterministic.values()]
-  sizes += [(info.shape.num_elements(), tf.as_dtype(info.dtype).size)
-            for info in structure.enumerated.values()]
-  if any(n is None for n, _ in sizes):
+  values += [(info.shape.num_elements(), tf.as_dtype(info.dtype).size)
+             for info in structure.enumerated.values()]
+  if any(n is None for n, _ in latents + values):
     return None
-  stats = base.TransitionInfo.dtypes(dtype)
-  row = sum(n * s for n, s in sizes) + sum(
-      tf.as_dtype(d).size for k, d in stats.items() if k != "energy" or kernel.has_gradients)
-  return Estimate.for_cells(-(-draws // thin) * chains, row, dtype.size)
+  chunk_row = kept_draws.row_bytes(sum(n for n, _ in latents), dtype, kernel.has_gradients)
+  row = chunk_row + sum(n * s for n, s in values)
+  dim = target.dim
+  state = 8 * dim * (NUM_BATCHES + 5) + 8 * dim * dtype.size + 24
+  return _Rows(row=row, chunk_row=chunk_row, item=dtype.size, state=state, chains=chains,
+               draws=draws, chunk_size=chunk_size, copies=2 if chain_groups else 1)
 
 
-def check(target, kernel, chains, draws, thin, keep_draws):
+def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CHUNK,
+          chain_groups=False):
   """Refuses (``MemoryError``) a run whose kept draws cannot fit in the
   memory available, and warns (``RuntimeWarning``) when they need more than
   ``WARN_FRACTION`` of it; nothing without kept draws, or when the memory
@@ -120,7 +161,8 @@ def check(target, kernel, chains, draws, thin, keep_draws):
   caller that handles running out of memory catches it."""
   if not keep_draws:
     return None
-  need = estimate(target, kernel, chains, draws, thin)
+  rows = _rows(target, kernel, chains, draws, chunk_size, chain_groups)
+  need = rows.estimate(thin) if rows else None
   room = available()
   if need is None or room is None:
     return need
@@ -128,17 +170,17 @@ def check(target, kernel, chains, draws, thin, keep_draws):
   where = f" ({ENV})" if source == ENV else " to this process"
   kept = -(-draws // thin)
   if need.needed > limit:
-    fits = _thin_that_fits(need, chains, draws, WARN_FRACTION * limit) or _thin_that_fits(
-        need, chains, draws, limit)
+    fits = _thin_that_fits(rows, WARN_FRACTION * limit) or _thin_that_fits(rows, limit)
     thin_way = f"thin={fits} (which fits), " if fits else ""
     raise MemoryError(
         f"Keeping this run's draws needs about {human_bytes(need.needed)} of memory "
-        f"({kept:,} draws of {chains:,} chains, {human_bytes(need.kept)} kept, twice while "
-        f"the chunks are joined at the end), more than the {human_bytes(limit)} available"
-        f"{where}: pass keep_draws=False (constant memory: moments, R-hat and ESS are "
-        f"streamed), {thin_way}or fewer draws= or chains=.")
+        f"({kept:,} draws of {chains:,} chains: {human_bytes(need.kept)} kept, "
+        f"{human_bytes(need.needed - need.kept)} for the sampler while they are "
+        f"{'sampled' if need.chunk >= need.summary else 'summarized'}), more than the "
+        f"{human_bytes(limit)} available{where}: pass keep_draws=False (constant memory: "
+        f"moments, R-hat and ESS are streamed), {thin_way}or fewer draws= or chains=.")
   if need.needed > WARN_FRACTION * limit:
-    fits = _thin_that_fits(need, chains, draws, WARN_FRACTION * limit)
+    fits = _thin_that_fits(rows, WARN_FRACTION * limit)
     warnings.warn(
         f"Keeping this run's draws needs about {human_bytes(need.needed)} of memory, more "
         f"than half of the {human_bytes(limit)} available{where}; keep_draws=False "
@@ -148,15 +190,14 @@ def check(target, kernel, chains, draws, thin, keep_draws):
   return need
 
 
-def _thin_that_fits(need, chains, draws, limit):
+def _thin_that_fits(rows, limit):
   """The smallest ``thin`` whose kept draws need at most ``limit`` bytes,
   or None when one kept draw per chain needs more (``needed`` falls as
   ``thin`` grows: a bisection)."""
-  fits = lambda thin: Estimate.for_cells(-(-draws // thin) * chains, need.row,  # pylint: disable=unnecessary-lambda-assignment
-                                         need.item).needed <= limit
-  if not fits(draws):
+  fits = lambda thin: rows.estimate(thin).needed <= limit  # pylint: disable=unnecessary-lambda-assignment
+  if not fits(rows.draws):
     return None
-  low, high = 1, draws
+  low, high = 1, rows.draws
   while low < high:
     middle = (low + high) // 2
     low, high = (low, middle) if fits(middle) else (middle + 1, high)

@@ -105,7 +105,7 @@ class MCMCResult:
   @classmethod
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
             keep_draws, timings, seed=0, superchains=0):
-    cat = lambda key: np.concatenate(kept[key], axis=0) if kept.get(key) else None
+    cat = kept.get
     # A kernel without momentum has no Hamiltonian: its "energy" (-log p)
     # would make E-BFMI, and ArviZ's energy plot, say something false.
     stats = {k: cat(k) for k in base.STATISTICS if k != "energy" or kernel.has_gradients}

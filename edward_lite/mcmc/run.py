@@ -26,9 +26,10 @@ from edward_lite.runtime import seeds
 from edward_lite.runtime.deprecation import RenamedKeys
 from edward_lite.runtime.chunked_run import ChunkOutcome, ChunkRecord
 from edward_lite.analysis.diagnostics import psrf_from_moments
-from edward_lite.mcmc import (base, initial_states, metric, metric_update, restarts, run_check,
+from edward_lite.mcmc import (initial_states, metric, metric_update, restarts, run_check,
                               schedule, streaming)
 from edward_lite.mcmc.chunk import ChunkInputs, ChunkState
+from edward_lite.mcmc.kept_draws import KeptDraws, capacity, chunk_outputs, row_bytes
 from edward_lite.mcmc.results import MCMCResult
 from edward_lite.model.init_values import check_init
 
@@ -38,9 +39,6 @@ __all__ = ["Run", "AGREE_RHAT"]
 # holds at most this many transitions: the first window's length.
 FIRST_CHUNK_MAX_TRANSITIONS = 10
 AGREE_RHAT = 1.1  # an adaptive warmup ends only when the chains' log densities agree this well
-# Kept-draw buffers above this size hold only the run's kept draws, not
-# chunk_size rows (see Run._capacity).
-KEPT_BUFFER_BYTES = 2**26
 
 
 class Run:
@@ -55,7 +53,7 @@ class Run:
     start: the step the run starts (or resumes) from.
     schedule: the run's phases (``schedule``).
     adapt: the ``metric_update.MetricSettings`` in use.
-    kept: dict name -> list of kept draws ``[n, C, ...]``, one per chunk.
+    kept: the run's ``kept_draws.KeptDraws``.
     totals: ``{"warmup": {...}, "sampling": {...}}`` of per-chain totals
       (``fold_totals``), or None before the first chunk.
     window: the current window's per-chain totals (sums over its chunks).
@@ -80,7 +78,8 @@ class Run:
     # the compiled chunk: ``chunk.run_chunk``); later schedules only shorten.
     self.collects = any(p.collect for p in self.schedule)
     self.state, self.start = None, 0
-    self.kept, self.totals, self.window = {}, None, {}
+    self.kept = KeptDraws(-(-settings.draws // settings.thin) if settings.keep_draws else 0)
+    self.totals, self.window = None, {}
     self.ended_at, self.curvature_strikes, self.just_switched = None, 0, False
 
   @classmethod
@@ -160,7 +159,9 @@ class Run:
     self.just_switched = scalars.get("just_switched", False)
     if self.ended_at is not None:
       self.schedule = schedule.end_warmup(self.schedule, self.ended_at, self.settings.draws)
-    self.kept = {k: list(v) for k, v in arrays.get("kept", {}).items()}
+    kept = arrays.get("kept", {})
+    for i in range(len(next(iter(kept.values()), []))):
+      self.kept.append({k: v[i] for k, v in kept.items()})
     window_start = schedule.phase_at(self.schedule, step).start if step < self.total else step
     totals = arrays["totals"]
     for i, in_warmup in enumerate(arrays["warmup"]):
@@ -190,18 +191,17 @@ class Run:
     first_call = not self.program.compiled
     inputs = self._inputs(self.state, step, n)
     capacity = self._capacity()
+    n_kept = -(-n // s.thin) if not in_warmup and s.keep_draws else 0
     if self.groups:
       self.state, out = self.groups.run_chunk(
           functools.partial(self.program.run_chunk, collects=self.collects, first=step == 0),
-          self.state, inputs, capacity)
+          self.state, inputs, capacity, n_kept)
     else:
       self.state, out = self.program.run_chunk(self.state, inputs, capacity, self.collects,
                                                first=step == 0)
-      out = tf.nest.map_structure(lambda t: t.numpy(), out)
-    n_kept = -(-n // s.thin) if not in_warmup and s.keep_draws else 0
-    kept = {key: value[:n_kept] for key, value in out["kept"].items()} if n_kept else {}
-    for key, value in kept.items():
-      self.kept.setdefault(key, []).append(value)
+      out = chunk_outputs(out, n_kept)
+    kept = out["kept"]
+    self.kept.append(kept)
     # Per-chain totals are folded chunk by chunk: constant memory without draws.
     self.totals = fold_totals(self.totals, out["totals"], in_warmup)
     self.window = out["totals"] if step == phase.start else {
@@ -240,20 +240,13 @@ class Run:
         split_at=tf.constant(schedule.warmup_length(self.schedule) + s.draws // 2))
 
   def _capacity(self):
-    """Draws kept per sampling chunk (a Python int: it fixes the buffers'
-    shapes): ``chunk_size``, so that runs of any length share one program,
-    or the run's kept draws when fewer and ``chunk_size`` rows of every
-    chain would exceed ``KEPT_BUFFER_BYTES`` (20 draws of 10^5 chains held
-    200 rows each: 1.3 GB; RESULTS section 47)."""
-    s = self.settings
+    """Draws kept per sampling chunk (``kept_draws.capacity``); 0 without
+    kept draws."""
+    s, target = self.settings, self.program.target
     if not s.keep_draws:
       return 0
-    kept = -(-s.draws // s.thin)
-    row_bytes = s.chains * (self.program.target.constrained_dim + len(base.STATISTICS)) * (
-        self.program.target.dtype.size)
-    if kept < s.chunk_size and s.chunk_size * row_bytes > KEPT_BUFFER_BYTES:
-      return kept
-    return s.chunk_size
+    return capacity(s.chains, s.draws, s.thin, s.chunk_size,
+                    row_bytes(target.constrained_dim, target.dtype, s.kernel.has_gradients))
 
   def _end_window(self, phase, end):
     """At the end of a window (``phase``, at transition ``end``): moves
@@ -306,7 +299,8 @@ class Run:
     s, warmup = self.settings, schedule.warmup_length(self.schedule)
     run_check.check_run(self.program, self.state, step_size_in_use(self.state, True),
                         self.totals["sampling"] if self.totals else None, self.total - warmup)
-    return MCMCResult.build(self.program.target, s.kernel, self.kept, self.totals, self.state,
+    return MCMCResult.build(self.program.target, s.kernel, self.kept.arrays(), self.totals,
+                            self.state,
                             warmup=warmup, timings=timings, **s.result_settings())
 
 
