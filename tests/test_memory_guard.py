@@ -281,7 +281,7 @@ def test_the_estimate_is_the_measured_peak_at_a_million_chains():
   process's growth at its peak (resident memory, in a process of its own) is
   within 25% of the estimate -- 8.6 GB against 8.4 GB on the 2-core machine
   (RESULTS section 62); before the kept draws were written into arrays of
-  the run's size, the peak was 13.2 GB against an estimate of 6.4 GB -- and
+  the run's size, the process grew by 14.2 GB against an estimate of 6.4 GB -- and
   the draws are right (exact mean [1, -1], sds [1, 2])."""
   import subprocess  # pylint: disable=import-outside-toplevel
   out = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT], capture_output=True, text=True,
