@@ -37,7 +37,9 @@ Then
 
 (a chunk's buffers are freed before a summary runs).  Measured at 10^6
 chains of a 2-D Gaussian, 100 draws kept (RESULTS section 62): the
-process grew by 8.6 GB at its peak, against an estimate of 8.5 GB.
+process grew by 8.6 GB at its peak, against an estimate of 8.4 GB.  Not
+counted: the density's own temporaries, ``[C, N]`` arrays for ``N``
+data points (large for a data-heavy model at many chains).
 
 The memory available is the smallest of Linux's ``MemAvailable``
 (``/proc/meminfo``) and the room left under the process's cgroup limits
