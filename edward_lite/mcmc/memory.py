@@ -50,12 +50,11 @@ checked.  ``ED_MEMORY_LIMIT`` (bytes, or ``"8GB"``, ``"512MiB"``; ``"off"``:
 no check) replaces the measured figure.
 """
 
-import math
 import os
 import re
 import sys
 import warnings
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import tensorflow as tf
 
