@@ -159,9 +159,9 @@ class Run:
     self.just_switched = scalars.get("just_switched", False)
     if self.ended_at is not None:
       self.schedule = schedule.end_warmup(self.schedule, self.ended_at, self.settings.draws)
-    kept = arrays.get("kept", {})
-    for i in range(len(next(iter(kept.values()), []))):
-      self.kept.append({k: v[i] for k, v in kept.items()})
+    kept = arrays.get("kept", {})  # name -> the chunks' arrays
+    for chunk in zip(*kept.values()):
+      self.kept.append(dict(zip(kept, chunk)))
     window_start = schedule.phase_at(self.schedule, step).start if step < self.total else step
     totals = arrays["totals"]
     for i, in_warmup in enumerate(arrays["warmup"]):
