@@ -112,14 +112,18 @@ class TransitionInfo(NamedTuple):
     return {name: getattr(self, name) for name in STATISTICS}
 
   @staticmethod
-  def dtypes(float_dtype, energy=True):
-    """The recorded statistics' dtypes, ``{name: dtype}``; without
-    ``energy`` for a kernel without momentum (``not energy``)."""
+  def dtypes(float_dtype, kernel=None):
+    """The statistics ``kernel``'s transitions record per chain, ``{name:
+    dtype}``: not ``energy`` for a kernel without momentum, nor those the
+    kernel gives one value always (``Kernel.constant_statistics``); all
+    of them without ``kernel``."""
     out = dict(accept_prob=float_dtype, diverging=tf.bool, n_grads=tf.int32,
                tree_depth=tf.int32, energy=float_dtype, log_prob=float_dtype)
-    if not energy:
+    if kernel is None:
+      return out
+    if not kernel.has_gradients:
       del out["energy"]
-    return out
+    return {k: v for k, v in out.items() if k not in kernel.constant_statistics}
 
 
 STATISTICS = TransitionInfo._fields[:-1]
@@ -155,6 +159,11 @@ class Kernel:
   # (ChEES' trajectory criterion) need one metric for all chains:
   # ``sample`` refuses ``pooled=False`` for them.
   shared_metric = False
+
+  # Statistics every transition of the kernel gives the same value (name ->
+  # value): not written per transition, and not kept per draw; the result
+  # holds them as read-only broadcast arrays (``MCMCResult.build``).
+  constant_statistics = {}
 
   # Whether warmup adapts the step size (RWMH(adapt=False) keeps its scale).
   adapts_step_size = True

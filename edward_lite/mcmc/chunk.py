@@ -122,8 +122,9 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
   def log_prob(z):
     return density.log_prob_flat(to_u(z, metric))
 
-  # A kernel without momentum has no energy to keep (``MCMCResult`` drops it).
-  stat_dtypes = base.TransitionInfo.dtypes(dtype, energy=kernel.has_gradients)
+  # No energy for a kernel without momentum, no buffer for a statistic the
+  # kernel gives one value always (``MCMCResult.build`` restores them).
+  stat_dtypes = base.TransitionInfo.dtypes(dtype, kernel)
   # One row more than the kept draws: a transition not kept writes there.
   # Under a tf.cond instead, XLA copied the whole buffers at every
   # transition (128 MB at 10^4 chains of 10 parameters and 200 rows: a
@@ -136,8 +137,13 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
   warmup_rounds = rounds_mode and chains >= WARMUP_ROUNDS_MIN_CHAINS and WARMUP_ROUND > 1
   kstate = kernel.init(state.z, log_prob, step0)
   totals = dict(n_grads=tf.zeros([chains], tf.int32), diverging=tf.zeros([chains], tf.int32),
-                accept_prob=tf.zeros([chains], dtype), max_depth=tf.zeros([chains], tf.int32),
+                accept_prob=tf.zeros([chains], dtype),
                 log_prob=tf.zeros([chains], dtype), log_prob_sq=tf.zeros([chains], dtype))
+  # Transitions whose tree reached the kernel's maximum depth (NUTS): the
+  # summary's warning, with or without kept draws.
+  max_depth = getattr(kernel, "max_tree_depth", None)
+  if "tree_depth" in stat_dtypes and max_depth is not None:
+    totals["at_max_depth"] = tf.zeros([chains], tf.int32)
 
   def one_step(i, kstate, step_size, kadapt):
     """One kernel step: the new kernel state, the chains' states ``z``, the
@@ -156,13 +162,12 @@ def run_chunk(target, density, kernel, state, inputs, capacity, collects=True):
     size's update, which sorts the chains."""
     step_size = tf.where(adapt_step, tf.exp(dual_avg.log_step), final_step)
     new_kstate, z, grad_z, info = transition(i, kstate, step_size, kadapt)
-    totals = dict(
-        n_grads=totals["n_grads"] + info.n_grads,
-        diverging=totals["diverging"] + tf.cast(info.diverging, tf.int32),
-        accept_prob=totals["accept_prob"] + info.accept_prob,
-        max_depth=tf.maximum(totals["max_depth"], info.tree_depth),
-        log_prob=totals["log_prob"] + info.log_prob,
-        log_prob_sq=totals["log_prob_sq"] + tf.square(info.log_prob))
+    counts = dict(n_grads=info.n_grads, diverging=tf.cast(info.diverging, tf.int32),
+                  accept_prob=info.accept_prob, log_prob=info.log_prob,
+                  log_prob_sq=tf.square(info.log_prob))
+    if "at_max_depth" in totals:
+      counts["at_max_depth"] = tf.cast(info.tree_depth >= max_depth, tf.int32)
+    totals = {key: totals[key] + counts[key] for key in totals}
     u = to_u(z, metric)
     # After warmup a tf.cond skips the step size's update: it sorts the
     # chains (the bulk's median), which costs more than a cheap density's

@@ -31,6 +31,7 @@ class HMC(GradientKernel):
   """
 
   name = "hmc"
+  constant_statistics = {"tree_depth": 0}  # no trees
 
   def __init__(self, num_leapfrog_steps=16, jitter=True, target_accept=0.8):
     self.num_leapfrog_steps = check_number("HMC", "num_leapfrog_steps", num_leapfrog_steps,

@@ -37,10 +37,10 @@ def capacity(chains, draws, thin, chunk_size, row):
   return chunk_size
 
 
-def row_bytes(constrained_dim, dtype, energy):
+def row_bytes(constrained_dim, dtype, kernel):
   """Bytes of one chain's row in a chunk's buffers: its ``constrained_dim``
-  latents in ``dtype`` and the statistics (``energy`` or not)."""
-  stats = base.TransitionInfo.dtypes(dtype, energy)
+  latents in ``dtype`` and the statistics ``kernel`` records."""
+  stats = base.TransitionInfo.dtypes(dtype, kernel)
   return constrained_dim * dtype.size + sum(tf.as_dtype(d).size for d in stats.values())
 
 

@@ -16,7 +16,8 @@ bytes: the constrained latents ``x_n`` (``|x_n|`` scalars of ``s_n`` bytes),
 the ``ed.Deterministic`` values and the summed-out discrete latents' draws
 ``d``, and the sample statistics ``k`` (``accept_prob``, ``energy``,
 ``log_prob`` in the model's float; ``num_gradients``, ``tree_depth`` int32;
-``diverging`` one byte; no ``energy`` for a kernel without gradients).  A
+``diverging`` one byte; no ``energy`` for a kernel without gradients, none
+the kernel gives one value always: ``base.TransitionInfo.dtypes``).  A
 chunk's compiled buffers hold ``P + 1`` rows of the latents and statistics
 (``row_c``: ``row`` without the ``d``), ``P`` the chunk's capacity
 (``kept_draws.capacity``: ``chunk_size``, or ``K`` when fewer and large).
@@ -142,7 +143,7 @@ def _rows(target, kernel, chains, draws, chunk_size, chain_groups):
              for info in structure.enumerated.values()]
   if any(n is None for n, _ in latents + values):
     return None
-  chunk_row = kept_draws.row_bytes(sum(n for n, _ in latents), dtype, kernel.has_gradients)
+  chunk_row = kept_draws.row_bytes(sum(n for n, _ in latents), dtype, kernel)
   row = chunk_row + sum(n * s for n, s in values)
   dim = target.dim
   state = 8 * dim * (NUM_BATCHES + 5) + 8 * dim * dtype.size + 24

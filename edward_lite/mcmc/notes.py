@@ -187,15 +187,14 @@ def notes(result, rows, keys):
                  f"{np.nanmin(ess):.0f}); estimates are noisy: draw more.")
   signs = []  # of curvature that changes with position (geometry_hint)
   div = result.divergences
-  if div is not None and div.sum() > 0:
+  if div.sum() > 0:
     signs.append("divergences")
-    said.append(divergence_note(result.kernel, div, len(result.sample_stats["diverging"])))
-  depth = result.sample_stats.get("tree_depth")
-  max_depth = getattr(result.kernel, "max_tree_depth", None)
-  if depth is not None and max_depth is not None and np.mean(depth >= max_depth) > 0.01:
+    said.append(divergence_note(result.kernel, div, result.num_draws))
+  at_max = None if result.chain_max_depth is None else np.mean(result.chain_max_depth)
+  if at_max is not None and at_max > 0.01:
     signs.append("trees at the maximum depth")
-    said.append(f"{100 * np.mean(depth >= max_depth):.1f}% of transitions hit the "
-                 f"maximum tree depth {max_depth}; raise max_tree_depth.")
+    said.append(f"{100 * at_max:.1f}% of transitions hit the maximum tree depth "
+                 f"{result.kernel.max_tree_depth}; raise max_tree_depth.")
   energy = result.sample_stats.get("energy")
   note = ebfmi_note(energy) if energy is not None and len(energy) >= 4 else None
   if note:

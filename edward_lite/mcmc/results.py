@@ -36,8 +36,11 @@ class MCMCResult:
       space (None with ``keep_draws=False``).
     sample_stats: dict -> ``[draws, chains]``: ``accept_prob``,
       ``diverging``, ``num_gradients`` (gradient evaluations), ``tree_depth``,
-      ``energy``, ``log_prob`` (empty without kept draws).  (``"n_grads"``,
-      the key in 0.1, still reads ``num_gradients``, with a warning.)
+      ``energy``, ``log_prob`` (empty without kept draws; no ``energy``
+      for a kernel without momentum; a statistic the kernel gives one value
+      always, ``Kernel.constant_statistics``, a read-only broadcast array).
+      (``"n_grads"``, the key in 0.1, still reads ``num_gradients``, with a
+      warning.)
     step_size: final step size (``[1]`` pooled or ``[chains]``).
     inverse_metric: final inverse metric ``A A^T``: diagonal ``[1 or chains,
       D]``, or ``[D, D]`` for a low-rank or dense metric.
@@ -45,6 +48,9 @@ class MCMCResult:
     chain_accept, chain_divergent: per chain ``[chains]``, the mean
       acceptance statistic and the fraction of divergent transitions after
       warmup (kept even when draws are not).
+    chain_max_depth: per chain ``[chains]``, the fraction of transitions
+      after warmup whose tree reached ``max_tree_depth`` (NUTS; None for
+      kernels without trees), kept even when draws are not.
     warmup_divergences: divergent transitions per chain during warmup
       (``divergences``: after warmup).
     mean, variance: per-chain running moments ``[chains, *shape]`` of each
@@ -94,6 +100,7 @@ class MCMCResult:
   draw_count: Any
   timings: Dict[str, float]
   trajectory_length: Optional[np.ndarray] = None
+  chain_max_depth: Optional[np.ndarray] = None
   seed: int = 0
   superchains: int = 0
   transport: Optional[Dict[str, Any]] = None
@@ -105,24 +112,25 @@ class MCMCResult:
   @classmethod
   def build(cls, target, kernel, kept, totals, state, chains, warmup, draws, thin,
             keep_draws, timings, seed=0, superchains=0):
-    cat = kept.get
-    # A kernel without momentum has no Hamiltonian: its "energy" (-log p)
-    # would make E-BFMI, and ArviZ's energy plot, say something false.
-    stats = {k: cat(k) for k in base.STATISTICS if k != "energy" or kernel.has_gradients}
-    flat = cat("draws") if keep_draws else None
+    # The statistics the kernel records (a kernel without momentum has no
+    # Hamiltonian: its "energy", -log p, would make E-BFMI say something false).
+    stats = {k: kept[k] for k in base.STATISTICS if k in kept}
+    flat = kept.get("draws") if keep_draws else None
     stream = streaming.stream_summary(state.stream)
     result = cls(
         target=target, kernel=kernel, chains=chains, warmup=warmup, num_draws=draws,
         thin=thin, keep_draws=keep_draws,
         draws=_with_deterministic(target, target.split_constrained(flat), seed)
         if flat is not None else None,
-        sample_stats=named_statistics(
-            {k: v for k, v in stats.items() if v is not None} if keep_draws else {}),
+        sample_stats=named_statistics(with_constant_statistics(stats, kernel)
+                                      if keep_draws else {}),
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
         inverse_metric=metric.inverse_metric(state.metric),
         num_gradients=totals["warmup"]["n_grads"] + totals["sampling"]["n_grads"],
         chain_accept=totals["sampling"]["accept_prob"] / draws,
         chain_divergent=totals["sampling"]["diverging"] / draws,
+        chain_max_depth=(totals["sampling"]["at_max_depth"] / draws
+                         if "at_max_depth" in totals["sampling"] else None),
         warmup_divergences=totals["warmup"]["diverging"],
         mean=target.split_constrained(stream["chain_mean"]),
         variance=target.split_constrained(stream["variance"]),
@@ -144,10 +152,10 @@ class MCMCResult:
 
   @property
   def divergences(self):
-    """Divergent transitions per chain after warmup."""
-    if "diverging" in self.sample_stats:
-      return self.sample_stats["diverging"].sum(axis=0)
-    return None
+    """Divergent transitions per chain after warmup (every transition, kept
+    or not), ``[chains]`` int64."""
+    return np.rint(np.asarray(self.chain_divergent, np.float64) * self.num_draws).astype(
+        np.int64)
 
   def ebfmi(self):
     """E-BFMI per chain (None without kept draws)."""
@@ -386,6 +394,22 @@ class MCMCResult:
     return (f"<ed.mcmc.MCMCResult {self.kernel.name} chains={self.chains} "
             f"warmup={self.warmup} draws={self.num_draws} ({kept}) "
             f"latents={list(self.target.names)}>")
+
+
+def with_constant_statistics(stats, kernel):
+  """``stats`` (name -> ``[draws, chains]``) with the statistics ``kernel``
+  gives one value always (``Kernel.constant_statistics``, not kept by the
+  run) as read-only broadcast arrays of that shape: no memory."""
+  constant = getattr(kernel, "constant_statistics", {})
+  if not stats or not constant:
+    return stats
+  shape = next(iter(stats.values())).shape
+  dtypes = base.TransitionInfo.dtypes(tf.float32)
+  out = dict(stats)
+  for name, value in constant.items():
+    if name not in out:
+      out[name] = np.broadcast_to(np.asarray(value, dtypes[name].as_numpy_dtype), shape)
+  return out
 
 
 def named_statistics(stats):

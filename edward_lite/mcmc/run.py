@@ -246,7 +246,7 @@ class Run:
     if not s.keep_draws:
       return 0
     return capacity(s.chains, s.draws, s.thin, s.chunk_size,
-                    row_bytes(target.constrained_dim, target.dtype, s.kernel.has_gradients))
+                    row_bytes(target.constrained_dim, target.dtype, s.kernel))
 
   def _end_window(self, phase, end):
     """At the end of a window (``phase``, at transition ``end``): moves
@@ -339,7 +339,7 @@ def fold_totals(totals, chunk, in_warmup):
   # of the other sign, NaN) total: kept as such, without NumPy's warning.
   with np.errstate(invalid="ignore", over="ignore"):
     for key, value in chunk.items():
-      phase[key] = np.maximum(phase[key], value) if key == "max_depth" else phase[key] + value
+      phase[key] = phase[key] + value
   return totals
 
 

@@ -34,6 +34,8 @@ class RWMH(Kernel):
   # posterior, so a harmonic mean would sit far below their mean and shrink
   # the scale: the geometric mean.
   bulk_accept_power = 0.
+  # No gradients, no trees.
+  constant_statistics = {"n_grads": 0, "tree_depth": 0}
 
   @property
   def adapts_step_size(self):

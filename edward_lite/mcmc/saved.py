@@ -2,10 +2,12 @@
 (``runtime/persistence.py`` is the file format; ``posterior.save(path)`` and
 ``ed.load(path)``)."""
 
+import inspect
+
 import numpy as np
 
 from edward_lite.mcmc.kernels import KERNELS
-from edward_lite.mcmc.results import MCMCResult, named_statistics
+from edward_lite.mcmc.results import MCMCResult, named_statistics, with_constant_statistics
 from edward_lite.model.target import make_target
 from edward_lite.runtime import persistence
 
@@ -13,7 +15,7 @@ __all__ = ["FORMAT", "contents", "read"]
 
 FORMAT = "edward_lite.MCMCResult/1"
 _ARRAYS = ("step_size", "inverse_metric", "num_gradients", "chain_accept", "chain_divergent",
-           "warmup_divergences", "trajectory_length")
+           "warmup_divergences", "trajectory_length", "chain_max_depth")
 _DICTS = ("draws", "sample_stats", "mean", "variance")
 
 
@@ -21,9 +23,12 @@ def contents(result):
   """``(arrays, header)`` of an ``MCMCResult``."""
   target, kernel = result.target, result.kernel
   arrays = {}
+  # Statistics the kernel gives one value always: made anew on reading.
+  constant = named_statistics(getattr(kernel, "constant_statistics", {}))
   for group in _DICTS:
     for name, value in (getattr(result, group) or {}).items():
-      arrays[f"{group}/{name}"] = np.asarray(value)
+      if not (group == "sample_stats" and name in constant):
+        arrays[f"{group}/{name}"] = np.asarray(value)
   for stat, values in result.streamed.items():
     for name, value in values.items():
       arrays[f"streamed/{stat}/{name}"] = np.asarray(value)
@@ -59,23 +64,34 @@ def read(path, header, arrays, model, args, kwargs):
     stat, name = key.split("/", 1)
     streamed.setdefault(stat, {})[name] = value
   fields = {name: arrays.get(name) for name in _ARRAYS}
+  kernel = _kernel(KERNELS, header["kernel"])
+  stats = {("n_grads" if k == "num_gradients" else k): v
+           for k, v in group("sample_stats/").items()}
   return MCMCResult(
-      target=target, kernel=_kernel(KERNELS, header["kernel"]), chains=header["chains"],
+      target=target, kernel=kernel, chains=header["chains"],
       warmup=header["warmup"], num_draws=header["num_draws"], thin=header["thin"],
       keep_draws=header["keep_draws"],
       draws=group("draws/") if header["draws_present"] else None,
-      sample_stats=named_statistics(group("sample_stats/")), mean=group("mean/"), variance=group("variance/"),
+      sample_stats=named_statistics(with_constant_statistics(stats, kernel)),
+      mean=group("mean/"), variance=group("variance/"),
       streamed=streamed, draw_count=header["draw_count"], timings=header["timings"],
       seed=header.get("seed", 0), superchains=header.get("superchains", 0),
       transport=header.get("transport"), **fields)
 
 
 def _kernel(kernels, saved):
+  """The kernel of a saved header: its class, made from the settings its
+  constructor takes (ChEES' ``jitter`` is fixed, not an argument), or a
+  ``SavedKernel`` holding the settings when the class is unknown or
+  refuses them."""
   try:
-    return kernels[saved["name"]](**saved["settings"])
+    cls = kernels[saved["name"]]
+    accepted = inspect.signature(cls.__init__).parameters
+    return cls(**{k: v for k, v in saved["settings"].items() if k in accepted})
   except (KeyError, TypeError, ValueError):
     kernel = type("SavedKernel", (), {})()
     kernel.name = saved["name"]
+    kernel.constant_statistics = getattr(kernels.get(saved["name"]), "constant_statistics", {})
     vars(kernel).update(saved["settings"])
     return kernel
 

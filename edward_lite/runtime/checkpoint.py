@@ -48,8 +48,9 @@ from edward_lite.version import __version__
 __all__ = ["Checkpointer", "CheckpointMismatchError", "CheckpointCorruptError",
            "CheckpointLockedError", "closes_checkpoints"]
 
-FORMAT = 3  # of meta.json; 1 had no "format" key and named the model only; 2 kept a
-# dense metric's moments per chain ([C, D, D])
+FORMAT = 4  # of meta.json; 1 had no "format" key and named the model only; 2 kept a
+# dense metric's moments per chain ([C, D, D]); 3 kept statistics a kernel gives
+# one value always, and each chain's deepest tree, not its trees at the limit
 META, STATE = "meta.json", "state.npz"
 _CHUNK = re.compile(r"chunk_(\d{12})\.npz")
 # Files a killed write leaves: "<name>.<random>.tmp" (and "tmp<random>.tmp.npz"
