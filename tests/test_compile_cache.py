@@ -99,6 +99,15 @@ def test_the_cache_is_off_on_request_and_a_users_flag_is_kept(monkeypatch, tmp_p
   monkeypatch.setenv("ED_COMPILE_CACHE", str(tmp_path / "c"))
   compile_cache.configure()
   assert compile_cache.directory() == str(tmp_path / "c") and (tmp_path / "c").is_dir()
+  for switch, off in (("off", True), ("False", True), ("1", False), ("on", False)):
+    monkeypatch.setenv("TF_XLA_FLAGS", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("ED_COMPILE_CACHE", switch)
+    compile_cache.configure()  # a switch, not a folder named "1" or "on"
+    if off:
+      assert compile_cache.directory() is None, switch
+    else:
+      assert compile_cache.directory().startswith(str(tmp_path / "xdg" / "edward_lite")), switch
   mine = f"--tf_xla_persistent_cache_directory={tmp_path / 'mine'}"
   monkeypatch.setenv("TF_XLA_FLAGS", mine)
   compile_cache.configure()

@@ -15,7 +15,9 @@ its XLA flags, points that flag at ``$ED_COMPILE_CACHE`` if set, else at
 fingerprint does not hold ``XLA_FLAGS``, which change the executable: with
 flags other than edward_lite's own (``xla_options``) the default folder is
 ``xla-<digest of the flags>``.
-``ED_COMPILE_CACHE=0`` (or empty) turns it off; a
+``ED_COMPILE_CACHE=0`` (or empty, ``false``, ``no``, ``off``) turns it off,
+and ``1`` (``true``, ``yes``, ``on``) keeps the default folder, not a
+folder named ``1``; a
 ``--tf_xla_persistent_cache_directory`` the user put in ``TF_XLA_FLAGS``
 is kept.  Deleting the folder is always safe.
 
@@ -59,8 +61,11 @@ def directory():
 
 def _default():
   setting = os.environ.get("ED_COMPILE_CACHE")
-  if setting is not None:
-    return None if setting in ("", "0") else os.path.expanduser(setting)
+  switch = None if setting is None else setting.strip().lower()
+  if switch in ("", "0", "false", "no", "off"):
+    return None
+  if setting is not None and switch not in ("1", "true", "yes", "on"):
+    return os.path.expanduser(setting)
   base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
   flags = os.environ.get("XLA_FLAGS", "")
   name = "xla" if flags == xla_options.FLAG else (
