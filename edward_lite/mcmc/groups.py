@@ -53,9 +53,11 @@ class ChainGroups:
 
   def run_chunk(self, run_chunk, state, inputs, capacity, kept_rows):
     """``run_chunk`` (one block's compiled ``Program.run_chunk``) on every
-    block at once; returns the merged state and the outputs as NumPy, with
-    the first ``kept_rows`` rows of the kept buffers
-    (``kept_draws.chunk_outputs``)."""
+    block at once; returns the merged state and the outputs as NumPy: the
+    totals of all chains, and the first ``kept_rows`` rows of each block's
+    kept buffers, a list of the blocks' dicts in chain order
+    (``kept_draws.chunk_outputs``; ``KeptDraws.append`` writes each into
+    its columns)."""
     parts = self.split(state)
     # The step size of a sampling chunk: per chain unless pooled.
     pooled_step = self.pool_step is True
@@ -72,8 +74,7 @@ class ChainGroups:
 
     results = list(self._pool.map(run, range(self.size)))
     states, outs = zip(*results)
-    out = {"kept": {k: np.concatenate([o["kept"][k] for o in outs], axis=1)
-                    for k in outs[0]["kept"]},
+    out = {"kept": [o["kept"] for o in outs],
            "totals": {k: np.concatenate([o["totals"][k] for o in outs], axis=0)
                       for k in outs[0]["totals"]}}
     return self.merge(states), out

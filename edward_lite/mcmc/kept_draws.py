@@ -7,9 +7,10 @@ chunk's first ``n`` rows as NumPy views of those buffers (``np.asarray``
 of a CPU tensor shares its memory; ``Tensor.numpy()`` would copy it), and
 ``KeptDraws.append`` copies them into the rows they fill of one array per
 name, ``[K, C, ...]`` for the run's ``K = ceil(draws / thin)`` kept draws,
-allocated at the first chunk.  The run's draws then need their own bytes
-and one chunk's buffers, not twice their bytes while a list of chunks is
-joined at the end (``memory``'s estimate; RESULTS section 62).
+allocated at the first chunk; chain groups' blocks are each copied into
+their columns.  The run's draws then need their own bytes and one chunk's
+buffers, not twice their bytes while a list of chunks (or a chunk's
+blocks) is joined (``memory``'s estimate; RESULTS sections 62 and 63).
 """
 
 import numpy as np
@@ -63,20 +64,29 @@ class KeptDraws:
   def __init__(self, rows):
     self.rows, self.filled, self._arrays = rows, 0, {}
 
-  def append(self, chunk):
-    """Copies a chunk's kept draws (dict name -> ``[n, C, ...]``, one ``n``)
-    into the next ``n`` rows.  Raises ValueError beyond ``K`` rows."""
-    if not chunk:
-      return
-    n = next(iter(chunk.values())).shape[0]
+  def append(self, blocks):
+    """Copies a chunk's kept draws into the next ``n`` rows: ``blocks``, a
+    dict name -> ``[n, C, ...]``, or a list of such dicts ``[n, C_g, ...]``
+    for consecutive blocks of chains (chain groups: each written into its
+    columns, never joined first).  Returns the rows written, name ->
+    ``[n, C, ...]`` views (empty for a chunk that kept none).  Raises
+    ValueError beyond ``K`` rows."""
+    blocks = [b for b in (blocks if isinstance(blocks, list) else [blocks]) if b]
+    if not blocks:
+      return {}
+    n = next(iter(blocks[0].values())).shape[0]
     if self.filled + n > self.rows:
       raise ValueError(f"A chunk of {n} kept draws does not fit after {self.filled} of the "
                        f"run's {self.rows}.")
-    for key, value in chunk.items():
-      if key not in self._arrays:
-        self._arrays[key] = np.empty((self.rows,) + value.shape[1:], value.dtype)
-      self._arrays[key][self.filled:self.filled + n] = value
+    widths = [next(iter(b.values())).shape[1] for b in blocks]
+    rows = slice(self.filled, self.filled + n)
+    for block, start, width in zip(blocks, np.cumsum([0] + widths), widths):
+      for key, value in block.items():
+        if key not in self._arrays:
+          self._arrays[key] = np.empty((self.rows, sum(widths)) + value.shape[2:], value.dtype)
+        self._arrays[key][rows, start:start + width] = value
     self.filled += n
+    return {key: value[rows] for key, value in self._arrays.items()}
 
   def arrays(self):
     """dict name -> ``[filled, C, ...]``: the rows written so far."""

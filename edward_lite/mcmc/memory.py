@@ -24,8 +24,8 @@ chunk's compiled buffers hold ``P + 1`` rows of the latents and statistics
 Then
 
     kept    = K C row                     result.draws + result.sample_stats
-    chunk   = g (P + 1) C row_c           one chunk's buffers; g = 2 with chain
-                                          groups (their blocks joined on the host)
+    chunk   = (P + 1) C row_c             one chunk's buffers (with chain groups,
+                                          their blocks' together)
     summary = s K C + 8 SUMMARY_TEMPORARIES min(K C, CHUNK_VALUES)
                                           summary(): one copy of one scalar's draws (s
                                           bytes each) and its chunks' float64 temporaries
@@ -104,7 +104,6 @@ class _Rows(NamedTuple):
   chains: int
   draws: int
   chunk_size: int
-  copies: int
 
   def estimate(self, thin):
     """The ``Estimate`` of the run keeping every ``thin``-th draw."""
@@ -112,25 +111,24 @@ class _Rows(NamedTuple):
     kept = cells * self.row
     rows = kept_draws.capacity(self.chains, self.draws, thin, self.chunk_size,
                                self.chunk_row) + 1
-    chunk = self.copies * rows * self.chains * self.chunk_row
+    chunk = rows * self.chains * self.chunk_row
     summary = cells * self.item + 8 * SUMMARY_TEMPORARIES * min(cells, CHUNK_VALUES)
     sampler = SAMPLER_COPIES * self.chains * self.state
     return Estimate(kept=kept, chunk=chunk, summary=summary, sampler=sampler,
                     needed=sampler + kept + max(chunk, summary))
 
 
-def estimate(target, kernel, chains, draws, thin, chunk_size=DEFAULT_CHUNK,
-             chain_groups=False):
+def estimate(target, kernel, chains, draws, thin, chunk_size=DEFAULT_CHUNK):
   """The ``Estimate`` of a run of ``target`` (its traced structure only)
   keeping ``ceil(draws / thin)`` draws of ``chains`` chains in chunks of
-  ``chunk_size`` transitions (on ``chain_groups`` or not); None when a
+  ``chunk_size`` transitions; None when a
   latent's or a value's size is not known statically or the latents have
   no common float type (the sampler's own checks then speak)."""
-  rows = _rows(target, kernel, chains, draws, chunk_size, chain_groups)
+  rows = _rows(target, kernel, chains, draws, chunk_size)
   return rows.estimate(thin) if rows else None
 
 
-def _rows(target, kernel, chains, draws, chunk_size, chain_groups):
+def _rows(target, kernel, chains, draws, chunk_size):
   """The ``_Rows`` of a run (``estimate``), or None."""
   dtype = target.dtype
   if dtype is None or not dtype.is_floating:
@@ -148,11 +146,10 @@ def _rows(target, kernel, chains, draws, chunk_size, chain_groups):
   dim = target.dim
   state = 8 * dim * (NUM_BATCHES + 5) + 8 * dim * dtype.size + 24
   return _Rows(row=row, chunk_row=chunk_row, item=dtype.size, state=state, chains=chains,
-               draws=draws, chunk_size=chunk_size, copies=2 if chain_groups else 1)
+               draws=draws, chunk_size=chunk_size)
 
 
-def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CHUNK,
-          chain_groups=False):
+def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CHUNK):
   """Refuses (``MemoryError``) a run whose kept draws cannot fit in the
   memory available, and warns (``RuntimeWarning``) when they need more than
   ``WARN_FRACTION`` of it; nothing without kept draws, or when the memory
@@ -163,7 +160,7 @@ def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CH
   caller that handles running out of memory catches it."""
   if not keep_draws:
     return None
-  rows = _rows(target, kernel, chains, draws, chunk_size, chain_groups)
+  rows = _rows(target, kernel, chains, draws, chunk_size)
   need = rows.estimate(thin) if rows else None
   room = available()
   if need is None or room is None:

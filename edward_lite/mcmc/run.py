@@ -200,8 +200,7 @@ class Run:
       self.state, out = self.program.run_chunk(self.state, inputs, capacity, self.collects,
                                                first=step == 0)
       out = chunk_outputs(out, n_kept)
-    kept = out["kept"]
-    self.kept.append(kept)
+    kept = self.kept.append(out["kept"])  # the rows written, for the checkpoint
     # Per-chain totals are folded chunk by chunk: constant memory without draws.
     self.totals = fold_totals(self.totals, out["totals"], in_warmup)
     self.window = out["totals"] if step == phase.start else {
