@@ -29,16 +29,19 @@ Then
     summary = s K C + 8 SUMMARY_TEMPORARIES min(K C, CHUNK_VALUES)
                                           summary(): one copy of one scalar's draws (s
                                           bytes each) and its chunks' float64 temporaries
-    sampler = SAMPLER_COPIES C (8 D (NUM_BATCHES + 5) + 8 D s + 24)
+    sampler = n C (8 D (NUM_BATCHES + 5) + 8 D s + 24)
                                           the sampler's state (positions, step sizes,
                                           moments, ``streaming``'s float64 batch sums
                                           of ``D`` latents a chain), as often as a
-                                          compiled chunk holds it
+                                          compiled chunk holds it: n = SAMPLER_COPIES,
+                                          and GROUP_COPIES more with chain groups (the
+                                          state split into blocks and merged back)
     needed  = sampler + kept + max(chunk, summary)
 
 (a chunk's buffers are freed before a summary runs).  Measured at 10^6
-chains of a 2-D Gaussian, 100 draws kept (RESULTS section 62): the
-process grew by 8.6 GB at its peak, against an estimate of 8.4 GB.  Not
+chains of a 2-D Gaussian, 100 random-walk draws kept (RESULTS section
+63): the process grew by 6.94 GB at its peak, against an estimate of 6.82
+GB; with two chain groups by 8.17 GB, against 8.18 GB.  Not
 counted: the density's own temporaries, ``[C, N]`` arrays for ``N``
 data points (large for a data-heavy model at many chains).
 
@@ -65,7 +68,7 @@ from edward_lite.mcmc.settings import DEFAULT_CHUNK
 from edward_lite.mcmc.streaming import NUM_BATCHES
 
 __all__ = ["Estimate", "estimate", "available", "check", "parse_bytes", "human_bytes",
-           "SUMMARY_TEMPORARIES", "SAMPLER_COPIES", "WARN_FRACTION", "ENV"]
+           "SUMMARY_TEMPORARIES", "SAMPLER_COPIES", "GROUP_COPIES", "WARN_FRACTION", "ENV"]
 
 ENV = "ED_MEMORY_LIMIT"
 # summary() copies one scalar's draws [K, C] at a time, in their dtype
@@ -75,8 +78,10 @@ ENV = "ED_MEMORY_LIMIT"
 # included).
 SUMMARY_TEMPORARIES = 16
 # A compiled chunk holds the sampler's state about this many times (its
-# input, its output and their temporaries; measured: RESULTS section 62).
+# input, its output and their temporaries; measured: RESULTS section 62),
+# and chain groups twice more (RESULTS section 63).
 SAMPLER_COPIES = 5
+GROUP_COPIES = 2
 WARN_FRACTION = 0.5  # a run needing more than this share of the memory available warns
 _UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "p": 10**15}
 _NO_LIMIT = 2**60  # cgroup v1 writes "no limit" as a number near 2^63
@@ -104,6 +109,7 @@ class _Rows(NamedTuple):
   chains: int
   draws: int
   chunk_size: int
+  copies: int
 
   def estimate(self, thin):
     """The ``Estimate`` of the run keeping every ``thin``-th draw."""
@@ -113,22 +119,23 @@ class _Rows(NamedTuple):
                                self.chunk_row) + 1
     chunk = rows * self.chains * self.chunk_row
     summary = cells * self.item + 8 * SUMMARY_TEMPORARIES * min(cells, CHUNK_VALUES)
-    sampler = SAMPLER_COPIES * self.chains * self.state
+    sampler = self.copies * self.chains * self.state
     return Estimate(kept=kept, chunk=chunk, summary=summary, sampler=sampler,
                     needed=sampler + kept + max(chunk, summary))
 
 
-def estimate(target, kernel, chains, draws, thin, chunk_size=DEFAULT_CHUNK):
+def estimate(target, kernel, chains, draws, thin, chunk_size=DEFAULT_CHUNK,
+             chain_groups=False):
   """The ``Estimate`` of a run of ``target`` (its traced structure only)
   keeping ``ceil(draws / thin)`` draws of ``chains`` chains in chunks of
-  ``chunk_size`` transitions; None when a
+  ``chunk_size`` transitions (on ``chain_groups`` or not); None when a
   latent's or a value's size is not known statically or the latents have
   no common float type (the sampler's own checks then speak)."""
-  rows = _rows(target, kernel, chains, draws, chunk_size)
+  rows = _rows(target, kernel, chains, draws, chunk_size, chain_groups)
   return rows.estimate(thin) if rows else None
 
 
-def _rows(target, kernel, chains, draws, chunk_size):
+def _rows(target, kernel, chains, draws, chunk_size, chain_groups):
   """The ``_Rows`` of a run (``estimate``), or None."""
   dtype = target.dtype
   if dtype is None or not dtype.is_floating:
@@ -146,10 +153,12 @@ def _rows(target, kernel, chains, draws, chunk_size):
   dim = target.dim
   state = 8 * dim * (NUM_BATCHES + 5) + 8 * dim * dtype.size + 24
   return _Rows(row=row, chunk_row=chunk_row, item=dtype.size, state=state, chains=chains,
-               draws=draws, chunk_size=chunk_size)
+               draws=draws, chunk_size=chunk_size,
+               copies=SAMPLER_COPIES + GROUP_COPIES * bool(chain_groups))
 
 
-def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CHUNK):
+def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CHUNK,
+          chain_groups=False):
   """Refuses (``MemoryError``) a run whose kept draws cannot fit in the
   memory available, and warns (``RuntimeWarning``) when they need more than
   ``WARN_FRACTION`` of it; nothing without kept draws, or when the memory
@@ -160,7 +169,7 @@ def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CH
   caller that handles running out of memory catches it."""
   if not keep_draws:
     return None
-  rows = _rows(target, kernel, chains, draws, chunk_size)
+  rows = _rows(target, kernel, chains, draws, chunk_size, chain_groups)
   need = rows.estimate(thin) if rows else None
   room = available()
   if need is None or room is None:

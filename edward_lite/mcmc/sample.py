@@ -215,7 +215,8 @@ def _program(model, args, kwargs, observed, settings, groups, transport):
   s = settings
 
   def check_memory(target):
-    memory.check(target, s.kernel, s.chains, s.draws, s.thin, s.keep_draws, s.chunk_size)
+    memory.check(target, s.kernel, s.chains, s.draws, s.thin, s.keep_draws, s.chunk_size,
+                 chain_groups=groups is not None)
 
   if groups:
     return Program.get(model, args, kwargs, observed, s.kernel, s.chains // groups.size,
