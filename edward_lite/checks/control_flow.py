@@ -53,7 +53,10 @@ class ProgramGraph:
   def dependence(self, name):
     """``random(fn) -> bool`` for observed variable ``name``: whether
     ``fn(distribution)`` (a Tensor, a bijector, any nest of them) is computed
-    from latent values in the program.  True when the trace could not tell."""
+    from latent values in the program.  True when the trace could not tell.
+    A ``DeferredTensor`` is read as its value: ``tfd.Inflated``'s
+    ``Deterministic`` holds ``inflated_loc`` broadcast to the shape of its
+    (random) probabilities, a constant, not a function of them."""
     dist = self._observed.get(name)
     if dist is None:
       return lambda fn: True
@@ -61,7 +64,10 @@ class ProgramGraph:
     def random(fn):
       try:
         with self._graph.as_default():
-          parts = tf.nest.flatten(fn(dist), expand_composites=True)
+          value = tf.nest.map_structure(
+              lambda v: tf.convert_to_tensor(v) if isinstance(v, tfp.util.DeferredTensor) else v,
+              fn(dist))
+          parts = tf.nest.flatten(value, expand_composites=True)
         if any(isinstance(t, tfp.distributions.Distribution) for t in parts):
           return True  # not a CompositeTensor: its parameters are hidden
         return any(ancestors(t, self._latents)
