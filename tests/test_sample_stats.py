@@ -67,7 +67,8 @@ def test_trees_at_the_limit_are_counted_with_or_without_kept_draws():
   np.testing.assert_array_equal(streamed.chain_max_depth, kept.chain_max_depth)
   said = " ".join(_summary(streamed).attrs["notes"])
   assert f"{100 * share.mean():.1f}% of transitions hit the maximum tree depth 2" in said, said
-  assert ed.mcmc.sample(correlated, kernel="chees", **RUN).chain_max_depth is None
+  short = dict(RUN, warmup=20, draws=10)
+  assert ed.mcmc.sample(correlated, kernel="chees", **short).chain_max_depth is None
 
 
 def test_divergences_are_counted_without_kept_draws():
