@@ -101,7 +101,8 @@ class Estimate(NamedTuple):
 class _Rows(NamedTuple):
   """Bytes per kept draw of one chain: ``row`` (the result's), ``chunk_row``
   (a chunk buffer's), ``item`` (one scalar's); ``state``, the sampler's
-  bytes a chain; and the run's settings that size the chunk's buffers."""
+  bytes a chain, held ``sampler_copies`` times; and the run's settings
+  that size the chunk's buffers."""
   row: int
   chunk_row: int
   item: int
@@ -109,7 +110,7 @@ class _Rows(NamedTuple):
   chains: int
   draws: int
   chunk_size: int
-  copies: int
+  sampler_copies: int
 
   def estimate(self, thin):
     """The ``Estimate`` of the run keeping every ``thin``-th draw."""
@@ -119,7 +120,7 @@ class _Rows(NamedTuple):
                                self.chunk_row) + 1
     chunk = rows * self.chains * self.chunk_row
     summary = cells * self.item + 8 * SUMMARY_TEMPORARIES * min(cells, CHUNK_VALUES)
-    sampler = self.copies * self.chains * self.state
+    sampler = self.sampler_copies * self.chains * self.state
     return Estimate(kept=kept, chunk=chunk, summary=summary, sampler=sampler,
                     needed=sampler + kept + max(chunk, summary))
 
@@ -154,7 +155,7 @@ def _rows(target, kernel, chains, draws, chunk_size, chain_groups):
   state = 8 * dim * (NUM_BATCHES + 5) + 8 * dim * dtype.size + 24
   return _Rows(row=row, chunk_row=chunk_row, item=dtype.size, state=state, chains=chains,
                draws=draws, chunk_size=chunk_size,
-               copies=SAMPLER_COPIES + GROUP_COPIES * bool(chain_groups))
+               sampler_copies=SAMPLER_COPIES + GROUP_COPIES * bool(chain_groups))
 
 
 def check(target, kernel, chains, draws, thin, keep_draws, chunk_size=DEFAULT_CHUNK,

@@ -122,8 +122,7 @@ class MCMCResult:
         thin=thin, keep_draws=keep_draws,
         draws=_with_deterministic(target, target.split_constrained(flat), seed)
         if flat is not None else None,
-        sample_stats=named_statistics(with_constant_statistics(stats, kernel)
-                                      if keep_draws else {}),
+        sample_stats=sample_statistics(stats if keep_draws else {}, kernel),
         step_size=np.exp(state.dual_avg.log_step_bar.numpy()).reshape(-1),
         inverse_metric=metric.inverse_metric(state.metric),
         num_gradients=totals["warmup"]["n_grads"] + totals["sampling"]["n_grads"],
@@ -396,20 +395,20 @@ class MCMCResult:
             f"latents={list(self.target.names)}>")
 
 
-def with_constant_statistics(stats, kernel):
-  """``stats`` (name -> ``[draws, chains]``) with the statistics ``kernel``
+def sample_statistics(stats, kernel):
+  """A result's ``sample_stats``: the run's kept statistics ``stats`` (name
+  -> ``[draws, chains]``, under the kernel's or the public names) under
+  their public names (``named_statistics``), with the statistics ``kernel``
   gives one value always (``Kernel.constant_statistics``, not kept by the
   run) as read-only broadcast arrays of that shape: no memory."""
-  constant = getattr(kernel, "constant_statistics", {})
-  if not stats or not constant:
-    return stats
-  shape = next(iter(stats.values())).shape
-  dtypes = base.TransitionInfo.dtypes(tf.float32)
-  out = dict(stats)
-  for name, value in constant.items():
-    if name not in out:
-      out[name] = np.broadcast_to(np.asarray(value, dtypes[name].as_numpy_dtype), shape)
-  return out
+  out = {("n_grads" if k == "num_gradients" else k): v for k, v in stats.items()}
+  if out:
+    shape = next(iter(out.values())).shape
+    dtypes = base.TransitionInfo.dtypes(tf.float32)
+    for name, value in getattr(kernel, "constant_statistics", {}).items():
+      if name not in out:
+        out[name] = np.broadcast_to(np.asarray(value, dtypes[name].as_numpy_dtype), shape)
+  return named_statistics(out)
 
 
 def named_statistics(stats):

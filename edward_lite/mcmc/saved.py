@@ -7,7 +7,7 @@ import inspect
 import numpy as np
 
 from edward_lite.mcmc.kernels import KERNELS
-from edward_lite.mcmc.results import MCMCResult, named_statistics, with_constant_statistics
+from edward_lite.mcmc.results import MCMCResult, named_statistics, sample_statistics
 from edward_lite.model.target import make_target
 from edward_lite.runtime import persistence
 
@@ -65,14 +65,12 @@ def read(path, header, arrays, model, args, kwargs):
     streamed.setdefault(stat, {})[name] = value
   fields = {name: arrays.get(name) for name in _ARRAYS}
   kernel = _kernel(KERNELS, header["kernel"])
-  stats = {("n_grads" if k == "num_gradients" else k): v
-           for k, v in group("sample_stats/").items()}
   return MCMCResult(
       target=target, kernel=kernel, chains=header["chains"],
       warmup=header["warmup"], num_draws=header["num_draws"], thin=header["thin"],
       keep_draws=header["keep_draws"],
       draws=group("draws/") if header["draws_present"] else None,
-      sample_stats=named_statistics(with_constant_statistics(stats, kernel)),
+      sample_stats=sample_statistics(group("sample_stats/"), kernel),
       mean=group("mean/"), variance=group("variance/"),
       streamed=streamed, draw_count=header["draw_count"], timings=header["timings"],
       seed=header.get("seed", 0), superchains=header.get("superchains", 0),
