@@ -24,7 +24,7 @@ reference answer (the largest |z| of a mean, the range of sd ratios).
 
     PYTHONPATH=. .venv/bin/python benchmarks/hard_geometry.py \\
         [--posteriors funnel10,banana] [--tools default,flow] [--seeds 0,1,2]
-        [--target-accept 0.95]
+        [--target-accept 0.95] [--flow samples=64,steps=4000]
 
 ``--tools ""`` with ``--peer-draws DIR`` analyses only the peers' runs
 (nutpie and NumPyro, saved by ``hard_geometry_peers.py`` in their own
@@ -176,9 +176,15 @@ def peer_runs(directory, posteriors):
   return rows
 
 
-def run(posterior, tool, seed, target_accept=None):
+def run(posterior, tool, seed, target_accept=None, flow=None):
   program, args, observed, options, _ = posterior_parts(posterior)
   options = {**options, **TOOLS[tool]}
+  if flow and tool == "flow":
+    flow = dict(flow)
+    shape = {k: flow.pop(k) for k in ("layers", "hidden", "max_log_scale") if k in flow}
+    if shape:
+      flow["family"] = ed.vi.IAF(**shape)
+    options["adapt_metric"] = ed.mcmc.FlowAdaptation(**flow)
   if target_accept is not None:
     options["kernel"] = ed.mcmc.NUTS(target_accept=target_accept)
   t0 = time.perf_counter()
@@ -199,6 +205,9 @@ def main():
   parser.add_argument("--seeds", default="0,1,2")
   parser.add_argument("--target-accept", type=float, default=None,
                       help="NUTS's target acceptance (default: the tool's own)")
+  parser.add_argument("--flow", default="",
+                      help="the flow's settings, e.g. 'samples=64,steps=4000,max_log_scale=6.' "
+                           "(ed.mcmc.FlowAdaptation's and ed.vi.IAF's; default: theirs)")
   parser.add_argument("--peer-draws", default=None,
                       help="a directory of hard_geometry_peers.py's runs, analysed here too")
   a = parser.parse_args()
@@ -213,6 +222,8 @@ def main():
     unknown = [g for g in given if g not in known]
     if unknown:
       raise SystemExit(f"{what}: unknown {unknown}; choose from {sorted(known)}.")
+  flow = {k: float(v) if "." in v or "e" in v else int(v)
+          for k, v in (kv.split("=") for kv in a.flow.split(",") if kv)}
   rows = []
 
   def show(r):
@@ -225,7 +236,7 @@ def main():
   for posterior in posteriors:
     for tool in tools:
       for seed in (int(s) for s in a.seeds.split(",")):
-        rows.append(run(posterior, tool, seed, a.target_accept))
+        rows.append(run(posterior, tool, seed, a.target_accept, flow))
         show(rows[-1])
   if a.peer_draws:
     for r in peer_runs(a.peer_draws, posteriors):

@@ -84,6 +84,26 @@ def test_single_pass_flow_sampler_equals_tfp_bijectors(family):
   np.testing.assert_allclose(log_q, q.log_prob(u), atol=1e-10)
 
 
+
+@pytest.mark.parametrize("dim, hidden", [(100, (64, 64)), (10, (64, 64)), (40, (8,))])
+def test_made_is_autoregressive_and_every_input_conditions(dim, hidden):
+  """An autoregressive layer's network: output ``i`` depends on inputs
+  ``< i`` only, and every input but the last conditions the last output,
+  also with hidden layers narrower than ``D`` (hidden degrees that only
+  cycled through ``1..width`` left inputs past ``width`` conditioning
+  nothing: a 100-D funnel's ``v`` set no scale in layers where it sat late)."""
+  family, rng = ed.vi.IAF(layers=1, hidden=hidden), np.random.RandomState(2)
+  params = {k: tf.constant(v + 0.3 * rng.standard_normal(v.shape))
+            for k, v in family.init(dim, np.float64, np.zeros(dim)).items()}
+  x = tf.constant(rng.standard_normal([3, dim]))
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(x)
+    shift, log_scale = family._made(params, dim, 0)(x)  # pylint: disable=protected-access
+  for out in (shift, log_scale):
+    jac = np.abs(np.asarray(tape.batch_jacobian(out, x))).max(0)  # [output, input]
+    assert np.all(jac[np.triu_indices(dim)] == 0.)
+    assert np.all(jac[-1, :-1] > 0.)
+
 GP_A, GP_B = 2., 1.
 # Two groups of counts with independent Gamma(2, 1) rates: two constrained
 # latents (flows need at least two dimensions), each with a conjugate

@@ -318,11 +318,17 @@ class MAF(_Flow):
     return dim, dim
 
   def _masks(self, dim):
-    """MADE masks: input degree ``i`` (1..D), hidden degrees cycling through
-    1..D-1, output ``i`` sees hidden units of degree ``< i``."""
+    """MADE masks: input degree ``i`` (1..D), every hidden layer's degrees
+    covering 1..D-1 (cycling when it is at least D - 1 wide, else spread
+    evenly from 1 to D - 1), output ``i`` sees hidden units
+    of degree ``< i``.  (Cycling a layer narrower than D - 1 gave degrees
+    1..width only, so inputs past ``width`` conditioned nothing: a 100-D
+    funnel's ``v``, permuted to position 92, set no scale in that layer.)"""
     degrees = [np.arange(1, dim + 1)]
+    span = max(dim - 1, 1)
     for width in self.hidden:
-      degrees.append(np.arange(width) % max(dim - 1, 1) + 1)
+      degrees.append(np.arange(width) % span + 1 if width >= span else
+                     np.rint(np.linspace(1, span, width)).astype(int))
     masks = [(d_in[:, None] <= d_out[None, :]) for d_in, d_out in zip(degrees[:-1], degrees[1:])]
     out = degrees[-1][:, None] < np.arange(1, dim + 1)[None, :]
     masks.append(np.concatenate([out, out], axis=1))  # shift and log-scale
