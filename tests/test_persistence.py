@@ -282,3 +282,36 @@ def test_vi_dataset_fit_needs_its_dataset_again(tmp_path):
   # Importance weights take the same pass over the whole dataset.
   np.testing.assert_array_equal(loaded.importance(200, seed=1).log_weights,
                                 fit.importance(200, seed=1).log_weights)
+
+
+@pytest.mark.filterwarnings("ignore:The fitted iaf")  # 20 steps: a loose fit, as intended
+def test_vi_autoregressive_flow_saved_before_spread_degrees_loads_as_fitted(tmp_path):
+  """An IAF narrower than its dimension: a fit saved now loads with the
+  spread hidden degrees it was fitted with; a file saved before
+  ``hidden_degrees`` existed (no such key) loads with the cycling degrees
+  it was fitted with, and saves again so."""
+  def gaussians():
+    return ed.Normal(tf.range(8.), 1., name="x")
+
+  fit = ed.vi.fit(gaussians, family=ed.vi.IAF(layers=1, hidden=(3,)), steps=20, seed=0,
+                  progress=False)
+  values = {"x": fit.sample(20, seed=1)["x"]}
+  path = fit.save(tmp_path / "now.npz")
+  now = ed.load(path, gaussians)
+  assert now.family.hidden_degrees == "spread"
+  np.testing.assert_array_equal(now.log_prob(values), fit.log_prob(values))
+  with np.load(path) as data:
+    arrays = {k: data[k] for k in data.files}
+  header = json.loads(str(arrays["__header__"]))
+  del header["family"]["hidden_degrees"]
+  arrays["__header__"] = np.array(json.dumps(header))
+  np.savez(tmp_path / "old.npz", **arrays)
+  old = ed.load(tmp_path / "old.npz", gaussians)
+  assert old.family.hidden_degrees == "cycle"
+  cycled = ed.vi.IAF(layers=1, hidden=(3,), hidden_degrees="cycle")
+  params = {k: tf.constant(v) for k, v in fit.raw_params.items()}
+  u = tf.constant(values["x"], tf.float32)  # x's own bijector is the identity
+  np.testing.assert_allclose(old.log_prob(values), cycled.distribution(params, 8).log_prob(u),
+                             rtol=1e-5)
+  assert not np.allclose(old.log_prob(values), now.log_prob(values))
+  assert ed.load(old.save(tmp_path / "again.npz"), gaussians).family.hidden_degrees == "cycle"

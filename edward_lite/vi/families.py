@@ -314,6 +314,15 @@ class MAF(_Flow):
   name = "maf"
   default_samples = 32
 
+  def __init__(self, layers=4, hidden=(64, 64), init_scale=0.1, seed=0, max_log_scale=3.,
+               hidden_degrees="spread"):
+    """``hidden_degrees``: ``"spread"`` (see ``_masks``); ``"cycle"`` is the
+    scheme of fits saved before 2026-11-30, kept so that they load as fitted."""
+    super().__init__(layers, hidden, init_scale, seed, max_log_scale)
+    if hidden_degrees not in ("spread", "cycle"):
+      raise ValueError(f"hidden_degrees must be 'spread' or 'cycle'; got {hidden_degrees!r}.")
+    self.hidden_degrees = hidden_degrees
+
   def _layer_sizes(self, dim, layer):
     return dim, dim
 
@@ -323,11 +332,13 @@ class MAF(_Flow):
     evenly from 1 to D - 1), output ``i`` sees hidden units
     of degree ``< i``.  (Cycling a layer narrower than D - 1 gave degrees
     1..width only, so inputs past ``width`` conditioned nothing: a 100-D
-    funnel's ``v``, permuted to position 92, set no scale in that layer.)"""
+    funnel's ``v``, permuted to position 92, set no scale in that layer;
+    ``hidden_degrees="cycle"`` keeps that scheme for fits saved with it.)"""
     degrees = [np.arange(1, dim + 1)]
     span = max(dim - 1, 1)
     for width in self.hidden:
-      degrees.append(np.arange(width) % span + 1 if width >= span else
+      cycle = width >= span or self.hidden_degrees == "cycle"
+      degrees.append(np.arange(width) % span + 1 if cycle else
                      np.rint(np.linspace(1, span, width)).astype(int))
     masks = [(d_in[:, None] <= d_out[None, :]) for d_in, d_out in zip(degrees[:-1], degrees[1:])]
     out = degrees[-1][:, None] < np.arange(1, dim + 1)[None, :]

@@ -207,8 +207,11 @@ def _vi_family(path, saved, given, program):
       raise ValueError(f"{path} holds a fit of the family {name!r}; family= gives "
                        f"{family.name!r}.")
     return family, None
+  settings = {k: v for k, v in saved.items() if k != "family"}
+  if name in ("maf", "iaf"):
+    settings.setdefault("hidden_degrees", "cycle")  # saved before the setting existed
   try:
-    return families.FAMILIES[name](**{k: v for k, v in saved.items() if k != "family"}), None
+    return families.FAMILIES[name](**settings), None
   except (KeyError, TypeError, ValueError):
     return None, (f"This fit's family {name!r} ({saved}) is not one edward_lite can rebuild "
                   "from the file: pass the family object, ed.load(path, model, *args, "
