@@ -314,11 +314,11 @@ class MAF(_Flow):
   name = "maf"
   default_samples = 32
 
-  def __init__(self, layers=4, hidden=(64, 64), init_scale=0.1, seed=0, max_log_scale=3.,
-               hidden_degrees="spread"):
-    """``hidden_degrees``: ``"spread"`` (see ``_masks``); ``"cycle"`` is the
-    scheme of fits saved before 2026-11-30, kept so that they load as fitted."""
-    super().__init__(layers, hidden, init_scale, seed, max_log_scale)
+  def __init__(self, *args, hidden_degrees="spread", **kwargs):
+    """As ``_Flow``'s; ``hidden_degrees``: ``"spread"`` (see ``_masks``);
+    ``"cycle"`` is the scheme of fits saved before 2026-11-30, kept so that
+    they load as fitted."""
+    super().__init__(*args, **kwargs)
     if hidden_degrees not in ("spread", "cycle"):
       raise ValueError(f"hidden_degrees must be 'spread' or 'cycle'; got {hidden_degrees!r}.")
     self.hidden_degrees = hidden_degrees
