@@ -200,6 +200,9 @@ def test_the_geometry_hint_needs_a_sign_a_gradient_kernel_and_no_flow():
   assert notes.geometry_hint(nuts, []) is None
   hint = notes.geometry_hint(nuts, ["divergences", "low E-BFMI"])
   assert hint.startswith("The divergences and low E-BFMI suggest") and "'flow'" in hint
+  # Divergences alone: after the divergence note's higher target_accept.
+  hint = notes.geometry_hint(nuts, ["divergences"])
+  assert hint.startswith("If the divergences stay at a higher target_accept") and "'flow'" in hint
   assert notes.geometry_hint(types.SimpleNamespace(transport=None, kernel=ed.mcmc.RWMH()),
                              ["divergences"]) is None
   assert notes.geometry_hint(types.SimpleNamespace(transport={}, kernel=ed.mcmc.NUTS()),

@@ -241,10 +241,14 @@ def geometry_hint(result, signs):
   already through a flow, and kernels without gradients."""
   if not signs or result.transport is not None or not result.kernel.has_gradients:
     return None
+  flow = ("adapt_metric='flow' samples through a normalizing flow fitted to it "
+          "(docs/guide/flow.md).")
+  if signs == ["divergences"]:  # alone, a few may be a step size: the divergence note's first way out
+    return ("If the divergences stay at a higher target_accept, the posterior's curvature "
+            "likely changes with position, which no metric fits: " + flow)
   listed = signs[0] if len(signs) == 1 else f"{', '.join(signs[:-1])} and {signs[-1]}"
   return (f"The {listed} suggest the posterior's curvature changes with position, "
-          "which no metric fits: adapt_metric='flow' samples through a normalizing flow "
-          "fitted to it (docs/guide/flow.md).")
+          "which no metric fits: " + flow)
 
 
 def convergence_notes(result, rows, keys):
