@@ -243,7 +243,7 @@ def geometry_hint(result, signs):
     return None
   flow = ("adapt_metric='flow' samples through a normalizing flow fitted to it "
           "(docs/guide/flow.md).")
-  if signs == ["divergences"]:  # alone, a few may be a step size: the divergence note's first way out
+  if signs == ["divergences"]:  # alone, a few may be the step size's: target_accept first
     return ("If the divergences stay at a higher target_accept, the posterior's curvature "
             "likely changes with position, which no metric fits: " + flow)
   listed = signs[0] if len(signs) == 1 else f"{', '.join(signs[:-1])} and {signs[-1]}"
