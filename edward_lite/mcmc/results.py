@@ -401,7 +401,8 @@ def sample_statistics(stats, kernel):
   their public names (``named_statistics``), with the statistics ``kernel``
   gives one value always (``Kernel.constant_statistics``, not kept by the
   run) as read-only broadcast arrays of that shape: no memory."""
-  out = {("n_grads" if k == "num_gradients" else k): v for k, v in stats.items()}
+  internal = {public: name for name, public in PUBLIC_STATISTICS.items()}
+  out = {internal.get(k, k): v for k, v in stats.items()}
   if out:
     shape = next(iter(out.values())).shape
     dtypes = base.TransitionInfo.dtypes(tf.float32)
@@ -411,12 +412,16 @@ def sample_statistics(stats, kernel):
   return named_statistics(out)
 
 
+# A kernel's statistic -> its public name, where they differ.
+PUBLIC_STATISTICS = {"n_grads": "num_gradients"}
+
+
 def named_statistics(stats):
   """The kernel's per-transition statistics under their public names
-  (``n_grads`` -> ``num_gradients``; the old key still read, with a
+  (``PUBLIC_STATISTICS``; the old key still read, with a
   ``DeprecationWarning``)."""
-  return RenamedKeys({("num_gradients" if k == "n_grads" else k): v for k, v in stats.items()},
-                     renamed={"n_grads": "num_gradients"})
+  return RenamedKeys({PUBLIC_STATISTICS.get(k, k): v for k, v in stats.items()},
+                     renamed=PUBLIC_STATISTICS)
 
 
 def _with_deterministic(target, draws, seed=0):
